@@ -1,0 +1,17 @@
+"""jupyter-acp-host: drive ACP coding agents from Jupyter, one agent session per notebook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    from .app import JupyterACP
+
+    return [{"module": "jupyter_acp", "app": JupyterACP}]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "jupyter-acp-host"}]

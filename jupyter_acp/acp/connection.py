@@ -1,0 +1,254 @@
+"""One configured agent: its process, its ACP connection, and what it said it can do.
+
+Many notebook sessions share one connection.  A crashed agent is noticed at once (every pending
+request fails), and started again by the next caller of ``ensure_started``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .. import __version__, convention
+from ..config import AgentSpec
+from .process import AgentProcess
+from .wire import AUTH_REQUIRED, ConnectionClosed, Handler, JsonRpcConnection, RpcError
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+
+class AgentError(Exception):
+    """An agent could not serve: the message is written for the user."""
+
+
+class AgentNeedsLogin(AgentError):
+    pass
+
+
+class AgentConnection:
+    """The client side of one agent process."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: AgentSpec,
+        *,
+        env: dict[str, str],
+        cwd: str,
+        handler_factory: Callable[[AgentConnection], Handler],
+        client_capabilities: Callable[[AgentConnection], dict[str, Any]],
+        max_frame_bytes: int,
+        start_timeout: float,
+        stderr_bytes: int,
+        on_bad_frame: Callable[[AgentConnection, str], None],
+        on_exit: Callable[[AgentConnection], None],
+    ) -> None:
+        self.name = name
+        self.spec = spec
+        self._env = env
+        self._cwd = cwd
+        self._handler_factory = handler_factory
+        self._client_capabilities = client_capabilities
+        self._max_frame = max_frame_bytes
+        self._start_timeout = start_timeout
+        self._stderr_bytes = stderr_bytes
+        self._on_bad_frame = on_bad_frame
+        self._on_exit = on_exit
+        self.state = "stopped"  # stopped | starting | ready | dead | needs_login
+        self.generation = 0
+        self.process: AgentProcess | None = None
+        self.rpc: JsonRpcConnection | None = None
+        self.init_result: dict[str, Any] = {}
+        self.last_error: str | None = None
+        self.restarts = 0
+        self._lock = asyncio.Lock()
+        #: serialises session set-up so a tool-list request during it is never ambiguous
+        self.setup_lock = asyncio.Lock()
+        #: the notebook session whose session/new|load|resume is in flight (request-mode tool lists)
+        self.setting_up: Any = None
+        self._watch: asyncio.Task[None] | None = None
+
+    # -- capabilities ----------------------------------------------------------------------------
+    @property
+    def agent_capabilities(self) -> dict[str, Any]:
+        return self.init_result.get("agentCapabilities") or {}
+
+    @property
+    def supports_load(self) -> bool:
+        return bool(self.agent_capabilities.get("loadSession"))
+
+    @property
+    def supports_resume(self) -> bool:
+        return (self.agent_capabilities.get("sessionCapabilities") or {}).get("resume") is not None
+
+    @property
+    def supports_close(self) -> bool:
+        return (self.agent_capabilities.get("sessionCapabilities") or {}).get("close") is not None
+
+    @property
+    def mcp_capabilities(self) -> dict[str, Any]:
+        return self.agent_capabilities.get("mcpCapabilities") or {}
+
+    @property
+    def client_tools_modes(self) -> list[str]:
+        return convention.agent_acknowledged_modes(self.agent_capabilities)
+
+    @property
+    def auth_methods(self) -> list[dict[str, Any]]:
+        return list(self.init_result.get("authMethods") or [])
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "ready" and self.rpc is not None and not self.rpc.closed
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        return self.process.stderr_tail(lines) if self.process else ""
+
+    def describe_exit(self) -> str:
+        """One paragraph for the user: how the agent ended and the last lines it wrote."""
+        code = self.process.returncode if self.process else None
+        text = f"agent {self.name!r} exited" + (f" with code {code}" if code is not None else "")
+        if self.rpc and self.rpc.close_reason and code is None:
+            text = f"agent {self.name!r} connection closed: {self.rpc.close_reason}"
+        tail = self.stderr_tail(10)
+        return text + (f"; last lines of its log:\n{tail}" if tail else "")
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def ensure_started(self) -> bool:
+        """Start the agent if it is not running; True when this call started it."""
+        if self.alive:
+            return False
+        async with self._lock:
+            if self.alive:
+                return False
+            await self._start()
+            return True
+
+    async def _start(self) -> None:
+        if self.process is not None:
+            await self._teardown()
+            self.restarts += 1
+        self.state = "starting"
+        self.generation += 1
+        self.process = AgentProcess(self.spec.argv, self._env, self._cwd, stderr_bytes=self._stderr_bytes)
+        try:
+            reader, writer = await self.process.start()
+        except OSError as exc:
+            self.state = "dead"
+            self.last_error = f"agent {self.name!r} could not be started ({self.spec.command}): {exc}"
+            raise AgentError(self.last_error) from exc
+        self.rpc = JsonRpcConnection(
+            reader,
+            writer,
+            self._handler_factory(self),
+            max_frame_bytes=self._max_frame,
+            on_bad_frame=lambda text: self._on_bad_frame(self, text),
+            name=f"agent {self.name}",
+        )
+        self.rpc.start()
+        self._watch = asyncio.ensure_future(self._watch_exit(self.rpc, self.process))
+        try:
+            result = await self.rpc.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": self._client_capabilities(self),
+                    "clientInfo": {"name": "jupyter-acp", "title": "Jupyter ACP", "version": __version__},
+                },
+                timeout=self._start_timeout,
+            )
+        except asyncio.TimeoutError:
+            self.last_error = f"agent {self.name!r} did not answer initialize within {self._start_timeout:g} s"
+            await self._fail()
+            raise AgentError(self.last_error + self._tail_suffix()) from None
+        except (ConnectionClosed, RpcError) as exc:
+            await asyncio.sleep(0.05)  # let the exit code land for the message
+            self.last_error = f"agent {self.name!r} failed during initialize: {exc}"
+            await self._fail()
+            raise AgentError(self.last_error + self._tail_suffix()) from None
+        if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            self.last_error = f"agent {self.name!r} speaks ACP protocol version {version!r}; this client speaks 1"
+            await self._fail()
+            raise AgentError(self.last_error)
+        self.init_result = result
+        self.state = "ready"
+        self.last_error = None
+
+    def _tail_suffix(self) -> str:
+        tail = self.stderr_tail(10)
+        return f"; last lines of its log:\n{tail}" if tail else ""
+
+    async def _fail(self) -> None:
+        self.state = "dead"
+        await self._teardown()
+
+    async def _watch_exit(self, rpc: JsonRpcConnection, process: AgentProcess) -> None:
+        await rpc.wait_closed()
+        # The pipe closed: the agent is gone or broken.  Make sure of it, then report.
+        if process.returncode is None:
+            try:
+                await asyncio.wait_for(process.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+        if self.rpc is rpc and self.state in ("ready", "starting"):
+            self.state = "dead"
+            self.last_error = self.describe_exit()
+            log.warning("%s", self.last_error)
+            self._on_exit(self)
+            await process.stop(grace=0.5)
+
+    async def _teardown(self) -> None:
+        rpc, process = self.rpc, self.process
+        if rpc is not None:
+            rpc.close("agent stopped by client")
+        if process is not None:
+            await process.stop()
+
+    async def stop(self) -> None:
+        async with self._lock:
+            self.state = "stopped"
+            await self._teardown()
+            if self._watch:
+                self._watch.cancel()
+
+    # -- requests --------------------------------------------------------------------------------
+    async def request(self, method: str, params: Any, *, timeout: float | None = None) -> Any:
+        if self.rpc is None or self.rpc.closed:
+            raise AgentError(self.last_error or f"agent {self.name!r} is not running")
+        try:
+            return await self.rpc.request(method, params, timeout=timeout)
+        except ConnectionClosed:
+            await asyncio.sleep(0.05)
+            raise AgentError(self.describe_exit()) from None
+        except RpcError as exc:
+            if exc.code == AUTH_REQUIRED:
+                self.state = "needs_login"
+                raise AgentNeedsLogin(self.login_hint(exc)) from None
+            raise
+
+    async def notify(self, method: str, params: Any) -> None:
+        if self.rpc is not None and not self.rpc.closed:
+            try:
+                await self.rpc.notify(method, params)
+            except ConnectionClosed:
+                pass
+
+    def login_hint(self, exc: RpcError | None = None) -> str:
+        methods = self.auth_methods
+        text = f"agent {self.name!r} needs you to log in"
+        if exc is not None and exc.message:
+            text += f" ({exc.message})"
+        if methods:
+            parts = []
+            for m in methods:
+                desc = m.get("description") or ""
+                parts.append(f"{m.get('name') or m.get('id')}" + (f": {desc}" if desc else ""))
+            text += ". It offers: " + "; ".join(parts)
+        cmd = self.spec.command
+        text += f". Log in from a terminal (for example by running `{cmd}`'s login command), then send the prompt again."
+        return text

@@ -1,0 +1,165 @@
+"""The server extension: configuration, wiring, start and stop."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+from typing import Any
+
+from jupyter_core.paths import jupyter_data_dir
+from jupyter_server.extension.application import ExtensionApp
+from tornado import web
+from traitlets import Dict, Float, Integer, Unicode, default
+
+from . import __version__
+from .config import AgentSpec, default_agents, detected_agents
+from .acp.process import curated_env
+from .handlers import handlers
+from .hub import NotebookSession, SessionHub
+from .store import TranscriptStore
+from .tools import ToolSurface
+
+
+class JupyterACP(ExtensionApp):
+    """Drive ACP agents, one agent session per notebook, with the notebook as the agent's tools."""
+
+    name = "jupyter_acp"
+    description = __doc__
+    load_other_extensions = True
+
+    agents = Dict(
+        default_value={},
+        config=True,
+        help="""Agents by name, added to (or replacing) the defaults 'builtin' and 'echo'.
+        Each entry: {"command": "codex-acp", "args": [], "env": {}, "passthrough_env": [],
+        "title": "", "tool_channel": "auto", "client_tools_discovery": "request"}.
+        Set an entry to None to remove a default agent.""",
+    )
+    default_agent = Unicode("builtin", config=True, help="Agent used when a request names none.")
+    store_path = Unicode(
+        "", config=True, help="SQLite file of transcripts. Default: <jupyter data dir>/jupyter_acp/transcripts.sqlite"
+    )
+    max_frame_bytes = Integer(16 * 1024 * 1024, config=True, help="Largest message accepted from an agent.")
+    max_prompt_bytes = Integer(1024 * 1024, config=True, help="Largest prompt (text and embedded resources).")
+    max_prompt_blocks = Integer(256, config=True, help="Most content blocks in one prompt.")
+    max_sessions_per_agent = Integer(64, config=True, help="Most notebook sessions one agent process serves.")
+    max_concurrent_turns = Integer(8, config=True, help="Most turns running at once on one agent process.")
+    turn_idle_timeout = Float(
+        300.0, config=True, help="Seconds an agent may stay silent during a turn before the turn is ended."
+    )
+    permission_timeout = Float(600.0, config=True, help="Seconds a permission request waits before it is cancelled.")
+    cancel_grace = Float(5.0, config=True, help="Seconds an agent has to end a turn after session/cancel.")
+    agent_start_timeout = Float(60.0, config=True, help="Seconds an agent has to answer initialize.")
+    agent_log_bytes = Integer(64 * 1024, config=True, help="Tail of each agent's stderr kept for error reports.")
+    reseed_history_chars = Integer(
+        8000, config=True, help="History carried into a new agent session when the old one could not be reloaded."
+    )
+
+    @default("store_path")
+    def _default_store_path(self) -> str:
+        return os.path.join(jupyter_data_dir(), "jupyter_acp", "transcripts.sqlite")
+
+    # -- wiring ----------------------------------------------------------------------------------
+    def initialize_settings(self) -> None:
+        self.agent_specs = self._load_agent_specs()
+        if self.default_agent not in self.agent_specs:
+            self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
+        self.store = TranscriptStore(self.store_path)
+        self.store.open()
+        self.tools = ToolSurface()
+        self.hub = SessionHub(self, self.store, self.tools)
+        atexit.register(self.hub.kill_agents_now)
+        self.log.info(
+            "jupyter_acp %s: agents %s (default %r), transcripts in %s",
+            __version__, ", ".join(self.agent_specs), self.default_agent, self.store_path,
+        )
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(handlers())
+
+    def _load_agent_specs(self) -> dict[str, AgentSpec]:
+        specs = default_agents()
+        for name, entry in (self.agents or {}).items():
+            if entry is None:
+                specs.pop(name, None)
+                continue
+            try:
+                specs[name] = AgentSpec.model_validate(entry)
+            except Exception as exc:
+                self.log.error("JupyterACP.agents[%r] is invalid and skipped: %s", name, exc)
+        return specs
+
+    @property
+    def default_agent_name(self) -> str:
+        return self.default_agent if self.default_agent in self.agent_specs else next(iter(self.agent_specs))
+
+    async def stop_extension(self) -> None:
+        hub = getattr(self, "hub", None)
+        if hub is not None:
+            await hub.stop()
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.close()
+
+    # -- what the hub asks -----------------------------------------------------------------------
+    def agent_env(self, spec: AgentSpec) -> dict[str, str]:
+        token = getattr(self.serverapp.identity_provider, "token", "") or ""
+        return curated_env(os.environ, passthrough=spec.passthrough_env, extra=spec.env, secrets=[token])
+
+    def mcp_servers_for(self, session: NotebookSession, conn: Any) -> list[dict[str, Any]]:
+        """MCP servers handed to the agent in session/new (the loopback tool host comes later)."""
+        return []
+
+    def check_prompt(self, blocks: list[dict[str, Any]]) -> None:
+        if len(blocks) > self.max_prompt_blocks:
+            raise web.HTTPError(413, f"prompt has {len(blocks)} blocks; the limit is {self.max_prompt_blocks}")
+        size = 0
+        for block in blocks:
+            for key in ("text", "data", "blob"):
+                value = block.get(key)
+                if isinstance(value, str):
+                    size += len(value.encode())
+            resource = block.get("resource")
+            if isinstance(resource, dict):
+                for key in ("text", "blob"):
+                    value = resource.get(key)
+                    if isinstance(value, str):
+                        size += len(value.encode())
+        if size > self.max_prompt_bytes:
+            raise web.HTTPError(413, f"prompt is {size} bytes; the limit is {self.max_prompt_bytes}")
+
+    def describe_agents(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name, spec in self.agent_specs.items():
+            conn = self.hub.connections.get(name)
+            out.append(
+                {
+                    "name": name,
+                    "title": spec.title or name,
+                    "configured": True,
+                    "default": name == self.default_agent_name,
+                    "available": spec.resolved() is not None,
+                    "command": spec.command,
+                    "tool_channel": spec.tool_channel,
+                    "state": conn.state if conn else "stopped",
+                    "error": conn.last_error if conn else None,
+                    "agent_info": (conn.init_result.get("agentInfo") if conn else None),
+                }
+            )
+        for name, entry in detected_agents(self.agent_specs).items():
+            config = {k: entry[k] for k in ("command", "args", "title", "tool_channel")}
+            out.append(
+                {
+                    "name": name,
+                    "title": entry["title"],
+                    "configured": False,
+                    "default": False,
+                    "available": True,
+                    "command": entry["path"],
+                    "tool_channel": entry["tool_channel"],
+                    "state": "not_configured",
+                    "suggested_config": {"JupyterACP": {"agents": {name: config}}},
+                }
+            )
+        return out

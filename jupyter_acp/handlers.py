@@ -1,0 +1,255 @@
+"""REST and WebSocket handlers: thin. Validate, authorize, call the hub.
+
+Every handler is authenticated and authorized through jupyter_server (``auth_resource =
+"jupyter_acp"``); the Authorizer sees read for GET and write for POST.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from tornado import web, websocket
+
+from .hub import HubError, NotebookSession, SessionHub
+
+AUTH_RESOURCE = "jupyter_acp"
+
+
+# -- request bodies ------------------------------------------------------------------------------
+class OpenSessionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    notebook: str
+    agent: str | None = None
+
+
+class PromptBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    prompt: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PromptBody:
+        if (self.text is None) == (self.prompt is None):
+            raise ValueError("give either 'text' or 'prompt' (a list of ACP content blocks)")
+        return self
+
+    def blocks(self) -> list[dict[str, Any]]:
+        if self.text is not None:
+            return [{"type": "text", "text": self.text}]
+        assert self.prompt is not None
+        for block in self.prompt:
+            if not isinstance(block.get("type"), str):
+                raise ValueError("every content block needs a 'type'")
+        return self.prompt
+
+
+class PermissionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    option_id: str = Field(min_length=1)
+
+
+# -- base ----------------------------------------------------------------------------------------
+class BaseHandler(ExtensionHandlerMixin, APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def hub(self) -> SessionHub:
+        return self.extensionapp.hub
+
+    def parse(self, model: type[BaseModel]) -> Any:
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise web.HTTPError(400, "the body is not JSON") from None
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+            raise web.HTTPError(400, errors) from None
+
+    def session(self, session_id: str) -> NotebookSession:
+        try:
+            return self.hub.get(session_id)
+        except HubError as exc:
+            raise web.HTTPError(exc.status, str(exc)) from None
+
+    def send(self, payload: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(payload))
+
+
+def hub_errors(method: Any) -> Any:
+    """Turn a HubError into an HTTP error with the same message."""
+
+    async def wrapper(self: BaseHandler, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except HubError as exc:
+            raise web.HTTPError(exc.status, str(exc)) from None
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+# -- routes --------------------------------------------------------------------------------------
+class AgentsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """Configured agents (with their state), then known agents found on PATH."""
+        self.send(self.extensionapp.describe_agents())
+
+
+class SessionsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        notebook = self.get_query_argument("notebook", None)
+        try:
+            sessions = self.hub.list(notebook)
+        except ValueError as exc:
+            raise web.HTTPError(400, str(exc)) from None
+        self.send([self.hub.describe(s) for s in sessions])
+
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self) -> None:
+        body: OpenSessionBody = self.parse(OpenSessionBody)
+        session = await self.hub.open_session(body.notebook, body.agent)
+        self.send(self.hub.describe(session), 201)
+
+
+class SessionHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        self.send(self.hub.describe(self.session(session_id)))
+
+
+class PromptHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self, session_id: str) -> None:
+        session = self.session(session_id)
+        if len(self.request.body) > self.extensionapp.max_prompt_bytes * 2 + 4096:
+            raise web.HTTPError(413, f"prompt larger than {self.extensionapp.max_prompt_bytes} bytes")
+        body: PromptBody = self.parse(PromptBody)
+        try:
+            blocks = body.blocks()
+        except ValueError as exc:
+            raise web.HTTPError(400, str(exc)) from None
+        self.extensionapp.check_prompt(blocks)
+        turn_id = await self.hub.prompt(session, blocks)
+        self.send({"turn_id": turn_id}, 202)
+
+
+class CancelHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        cancelled = await self.hub.cancel(self.session(session_id))
+        self.send({"cancelled": cancelled})
+
+
+class PermissionHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self, session_id: str, request_id: str) -> None:
+        body: PermissionBody = self.parse(PermissionBody)
+        self.hub.answer_permission(self.session(session_id), request_id, body.option_id)
+        self.send({"request_id": request_id, "option_id": body.option_id})
+
+
+class EventsHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        session = self.session(session_id)
+        try:
+            after = int(self.get_query_argument("after", "0"))
+            limit = self.get_query_argument("limit", None)
+            limit_n = int(limit) if limit is not None else None
+        except ValueError:
+            raise web.HTTPError(400, "after and limit are integers") from None
+        self.send(self.hub.events(session, after, limit_n))
+
+
+class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
+    """The same events live, replayed from ``after`` first: a reconnecting client loses nothing."""
+
+    auth_resource = AUTH_RESOURCE
+    _unsubscribe: Any = None
+
+    @property
+    def hub(self) -> SessionHub:
+        return self.extensionapp.hub
+
+    async def pre_get(self) -> None:
+        authorized_ = await ensure_async(
+            self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)
+        )
+        if not authorized_:
+            raise web.HTTPError(403)
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        await self.pre_get()
+        try:
+            self._session = self.hub.get(kwargs["session_id"])
+        except HubError as exc:
+            raise web.HTTPError(exc.status, str(exc)) from None
+        try:
+            self._after = int(self.get_query_argument("after", "0"))
+        except ValueError:
+            raise web.HTTPError(400, "after is an integer") from None
+        res = super().get(*args, **kwargs)
+        if res is not None:
+            await res
+
+    def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self.set_nodelay(True)  # small frames must not wait for delayed ACKs
+        replay, self._unsubscribe = self.hub.subscribe(self._session, self._after, self._deliver)
+        self._deliver(replay)
+
+    def _deliver(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            try:
+                self.write_message(json.dumps(event, ensure_ascii=False))
+            except websocket.WebSocketClosedError:
+                self._drop()
+                return
+
+    def _drop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def on_message(self, message: str | bytes) -> None:
+        """Clients only listen here; prompts and answers go through the REST routes."""
+
+    def on_close(self) -> None:
+        self._drop()
+
+
+def handlers() -> list[tuple[str, type]]:
+    sid = r"(?P<session_id>[0-9a-f]{32})"
+    return [
+        (r"/jupyter-acp/agents", AgentsHandler),
+        (r"/jupyter-acp/sessions", SessionsHandler),
+        (rf"/jupyter-acp/sessions/{sid}", SessionHandler),
+        (rf"/jupyter-acp/sessions/{sid}/prompt", PromptHandler),
+        (rf"/jupyter-acp/sessions/{sid}/cancel", CancelHandler),
+        (rf"/jupyter-acp/sessions/{sid}/permissions/(?P<request_id>[0-9a-zA-Z_-]{{1,64}})", PermissionHandler),
+        (rf"/jupyter-acp/sessions/{sid}/events", EventsHandler),
+        (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),
+    ]

@@ -1,0 +1,686 @@
+"""The session hub: notebook session <-> ACP session, turns, permissions, fan-out and replay.
+
+A session is a notebook, not a chat: (notebook path, agent) names exactly one session, whose cwd
+is the notebook's folder as its kernel sees it.  Every event is written to the transcript store
+before any subscriber sees it; subscribers replay from the last sequence number they saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import convention
+from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
+from .acp.wire import RpcError
+from .client import ClientEndpoint
+from .config import AgentSpec
+from .paths import PathError, notebook_api_path
+from .store import SessionRecord, StoreError, TranscriptStore
+from .tools import ToolContext, ToolSurface
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .app import JupyterACP
+
+log = logging.getLogger(__name__)
+
+Subscriber = Callable[[list[dict[str, Any]]], None]
+
+
+class HubError(Exception):
+    """A request the hub refuses; ``status`` is the HTTP status the handlers answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class PendingPermission:
+    request_id: str
+    future: asyncio.Future[dict[str, Any]]
+    options: list[dict[str, Any]]
+    turn_id: str | None
+
+
+@dataclass
+class Turn:
+    id: str
+    started: float = field(default_factory=time.monotonic)
+    last_activity: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[None] | None = None
+    cancelled: bool = False
+    tool_calls_served: int = 0
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+
+class NotebookSession:
+    """One notebook's conversation with one agent."""
+
+    def __init__(self, record: SessionRecord, last_seq: int) -> None:
+        self.record = record
+        self.seq = last_seq
+        self.turn: Turn | None = None
+        self.subscribers: set[Subscriber] = set()
+        self.pending_permissions: dict[str, PendingPermission] = {}
+        self.outbox: list[dict[str, Any]] = []
+        self.recent: deque[dict[str, Any]] = deque(maxlen=10_000)
+        #: generation of the agent connection the ACP session lives in (None: must be (re)opened)
+        self.acp_generation: int | None = None
+        self.replaying = False
+        self.setup_task: asyncio.Task[None] | None = None
+        self.state = "new"  # new | starting | ready | error
+        self.error: str | None = None
+        self.modes: dict[str, Any] | None = None
+        self.config_options: list[Any] | None = None
+        self.always_allowed: set[str] = set()
+        #: the agent lost the conversation: the next prompt carries the recent history
+        self.reseed = False
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def notebook(self) -> str:
+        return self.record.notebook
+
+    @property
+    def agent(self) -> str:
+        return self.record.agent
+
+    @property
+    def cwd(self) -> str:
+        return self.record.cwd
+
+    @property
+    def acp_session_id(self) -> str | None:
+        return self.record.acp_session_id
+
+
+class SessionHub:
+    def __init__(self, app: JupyterACP, store: TranscriptStore, tools: ToolSurface) -> None:
+        self.app = app
+        self.serverapp = app.serverapp
+        self.store = store
+        self.tools = tools
+        self.sessions: dict[str, NotebookSession] = {}
+        self._by_key: dict[tuple[str, str], NotebookSession] = {}
+        self.connections: dict[str, AgentConnection] = {}
+        self._flush_scheduled = False
+        self._dirty: set[NotebookSession] = set()
+        self._store_failed: str | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        for rec in store.load_sessions():
+            self._add(NotebookSession(rec, store.last_seq(rec.id)))
+
+    # -- sessions --------------------------------------------------------------------------------
+    def _add(self, session: NotebookSession) -> None:
+        self.sessions[session.id] = session
+        self._by_key[(session.notebook, session.agent)] = session
+
+    def specs(self) -> dict[str, AgentSpec]:
+        return self.app.agent_specs
+
+    def get(self, session_id: str) -> NotebookSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise HubError(f"no session {session_id!r}", 404)
+        return session
+
+    def list(self, notebook: str | None = None) -> list[NotebookSession]:
+        if notebook is None:
+            return list(self.sessions.values())
+        path = notebook_api_path(notebook)
+        return [s for s in self.sessions.values() if s.notebook == path]
+
+    async def open_session(self, notebook: str, agent: str | None = None) -> NotebookSession:
+        """The session for (notebook, agent), created on first use; idempotent."""
+        try:
+            path = notebook_api_path(notebook)
+        except PathError as exc:
+            raise HubError(str(exc), 400) from None
+        agent = agent or self.app.default_agent_name
+        if agent not in self.specs():
+            raise HubError(f"no agent named {agent!r} is configured", 404)
+        session = self._by_key.get((path, agent))
+        if session is None:
+            cm = self.serverapp.contents_manager
+            exists = await _maybe_await(cm.file_exists(path))
+            if not exists:
+                raise HubError(f"no notebook at {path!r}", 404)
+            if len(self._sessions_of(agent)) >= self.app.max_sessions_per_agent:
+                raise HubError(
+                    f"agent {agent!r} already serves {self.app.max_sessions_per_agent} sessions "
+                    "(JupyterACP.max_sessions_per_agent)",
+                    429,
+                )
+            now = time.time()
+            rec = SessionRecord(
+                id=uuid.uuid4().hex, notebook=path, agent=agent, cwd=self.cwd_for(path), created=now, updated=now
+            )
+            self._save(rec)
+            session = NotebookSession(rec, 0)
+            self._add(session)
+        if session.acp_generation is None and session.setup_task is None and not self._closing:
+            # warm up in the background: the agent starts while the user types
+            session.setup_task = self._spawn(self._warm_up(session))
+        return session
+
+    def _sessions_of(self, agent: str) -> list[NotebookSession]:
+        return [s for s in self.sessions.values() if s.agent == agent]
+
+    def cwd_for(self, path: str) -> str:
+        km = self.serverapp.kernel_manager
+        return km.cwd_for_path(os.path.dirname(path)) if hasattr(km, "cwd_for_path") else self.serverapp.root_dir
+
+    async def kernel_id_for(self, notebook: str) -> str | None:
+        """The kernel currently attached to a notebook, asked at call time."""
+        sm = self.serverapp.session_manager
+        for s in await _maybe_await(sm.list_sessions()):
+            if s.get("path") == notebook and s.get("kernel"):
+                return s["kernel"]["id"]
+        return None
+
+    def rename(self, old: str, new: str) -> None:
+        """A renamed notebook keeps its conversation; its cwd follows the new folder."""
+        for session in list(self.sessions.values()):
+            if session.notebook == old or session.notebook.startswith(old.rstrip("/") + "/"):
+                new_path = new + session.notebook[len(old) :]
+                self._by_key.pop((session.notebook, session.agent), None)
+                session.record.notebook = new_path
+                session.record.cwd = self.cwd_for(new_path)
+                self._by_key[(new_path, session.agent)] = session
+                self._save(session.record)
+                self.emit(session, "notice", text=f"notebook renamed to {new_path}; the conversation follows it")
+
+    def _save(self, rec: SessionRecord) -> None:
+        try:
+            self.store.save_session(rec)
+            self._schedule_flush()
+        except StoreError as exc:
+            self._store_failure(str(exc))
+
+    # -- events ----------------------------------------------------------------------------------
+    def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
+        """Record an event, then (at the end of this loop tick) send it to every subscriber."""
+        session.seq += 1
+        event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
+        session.recent.append(event)
+        if self._store_failed is None:
+            try:
+                self.store.append(session.id, event)
+            except StoreError as exc:
+                self._store_failure(str(exc))
+        session.outbox.append(event)
+        self._dirty.add(session)
+        self._schedule_flush()
+        return event
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_event_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        try:
+            self.store.commit()
+        except StoreError as exc:
+            self._store_failure(str(exc))
+        dirty, self._dirty = self._dirty, set()
+        for session in dirty:
+            events, session.outbox = session.outbox, []
+            for sub in list(session.subscribers):
+                try:
+                    sub(events)
+                except Exception:
+                    log.exception("event subscriber failed; dropping it")
+                    session.subscribers.discard(sub)
+
+    def _store_failure(self, message: str) -> None:
+        first = self._store_failed is None
+        self._store_failed = message
+        if first:
+            log.error("transcript store failed: %s", message)
+            for session in self.sessions.values():
+                if session.turn is not None:
+                    self.emit(
+                        session,
+                        "notice",
+                        level="warning",
+                        text=f"history could not be saved ({message}); this conversation goes on, but may not survive a restart",
+                    )
+
+    def events(self, session: NotebookSession, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events with seq > after, from the store (or from memory when the store failed)."""
+        if self._store_failed is None:
+            try:
+                return self.store.read(session.id, after, limit)
+            except StoreError as exc:
+                self._store_failure(str(exc))
+        out = [e for e in session.recent if e["seq"] > after]
+        return out[:limit] if limit is not None else out
+
+    def subscribe(self, session: NotebookSession, after: int, sub: Subscriber) -> tuple[list[dict[str, Any]], Callable[[], None]]:
+        """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller)."""
+        replay = self.events(session, after)
+        # events recorded but not yet flushed are in the replay already; drop them from the live path
+        last = replay[-1]["seq"] if replay else after
+        seen = {"last": last}
+
+        def deliver(events: list[dict[str, Any]]) -> None:
+            fresh = [e for e in events if e["seq"] > seen["last"]]
+            if fresh:
+                seen["last"] = fresh[-1]["seq"]
+                sub(fresh)
+
+        session.subscribers.add(deliver)
+        return replay, lambda: session.subscribers.discard(deliver)
+
+    # -- agents ----------------------------------------------------------------------------------
+    def connection(self, agent: str) -> AgentConnection:
+        conn = self.connections.get(agent)
+        if conn is None:
+            spec = self.specs()[agent]
+            conn = AgentConnection(
+                agent,
+                spec,
+                env=self.app.agent_env(spec),
+                cwd=self.serverapp.root_dir,
+                handler_factory=lambda c: ClientEndpoint(self, c),
+                client_capabilities=self._client_capabilities,
+                max_frame_bytes=self.app.max_frame_bytes,
+                start_timeout=self.app.agent_start_timeout,
+                stderr_bytes=self.app.agent_log_bytes,
+                on_bad_frame=self._on_bad_frame,
+                on_exit=self._on_agent_exit,
+            )
+            self.connections[agent] = conn
+        return conn
+
+    def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
+        caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+        channel = conn.spec.tool_channel
+        if channel in ("auto", "client-tools", "both"):
+            discovery = conn.spec.client_tools_discovery
+            tools = [t.to_wire() for t in self.tools.all()] if discovery == convention.DISCOVERY_META else None
+            caps["_meta"] = convention.client_capability_meta(discovery, tools)
+        return caps
+
+    def _on_bad_frame(self, conn: AgentConnection, text: str) -> None:
+        log.warning("agent %s: %s", conn.name, text)
+        for session in self._sessions_of(conn.name):
+            if session.turn is not None:
+                self.emit(session, "notice", level="warning", text=f"agent {conn.name!r} {text}")
+
+    def _on_agent_exit(self, conn: AgentConnection) -> None:
+        for session in self._sessions_of(conn.name):
+            if session.acp_generation == conn.generation:
+                session.acp_generation = None
+            self._cancel_pending_permissions(session)
+
+    async def _warm_up(self, session: NotebookSession) -> None:
+        try:
+            await self.ensure_acp_session(session)
+        except (AgentError, RpcError, HubError):
+            pass  # recorded on the session and reported on the next prompt
+        except Exception:
+            log.exception("warming up session %s failed", session.id)
+        finally:
+            session.setup_task = None
+
+    async def ensure_acp_session(self, session: NotebookSession) -> None:
+        """Start the agent if needed and open, load, resume or re-create the ACP session."""
+        conn = self.connection(session.agent)
+        if session.acp_generation == conn.generation and conn.alive:
+            return
+        session.state = "starting"
+        try:
+            if not conn.alive:
+                self.emit(session, "notice", level="info", text=f"starting agent {session.agent!r}…", phase="agent_starting")
+                was_dead = conn.state == "dead"
+                await conn.ensure_started()
+                if was_dead:
+                    self.emit(session, "notice", level="info", text=f"agent {session.agent!r} restarted")
+            async with conn.setup_lock:
+                if session.acp_generation == conn.generation and conn.alive:
+                    return
+                await self._open_acp_session(session, conn)
+            session.state = "ready"
+            session.error = None
+        except AgentNeedsLogin as exc:
+            session.state = "error"
+            session.error = str(exc)
+            raise
+        except (AgentError, RpcError) as exc:
+            session.state = "error"
+            session.error = str(exc)
+            raise
+
+    async def _open_acp_session(self, session: NotebookSession, conn: AgentConnection) -> None:
+        conn.setting_up = session
+        try:
+            mcp_servers = self.app.mcp_servers_for(session, conn)
+            previous = session.acp_session_id
+            how = "new"
+            result: Any = None
+            if previous and conn.supports_resume:
+                try:
+                    result = await conn.request(
+                        "session/resume", {"sessionId": previous, "cwd": session.cwd, "mcpServers": mcp_servers}
+                    )
+                    how = "resumed"
+                except RpcError as exc:
+                    log.info("resume of %s failed: %s", previous, exc)
+            if how == "new" and previous and conn.supports_load:
+                session.replaying = True  # the agent replays history we already have
+                try:
+                    result = await conn.request(
+                        "session/load", {"sessionId": previous, "cwd": session.cwd, "mcpServers": mcp_servers}
+                    )
+                    how = "loaded"
+                except RpcError as exc:
+                    log.info("load of %s failed: %s", previous, exc)
+                finally:
+                    session.replaying = False
+            if how == "new":
+                result = await conn.request("session/new", {"cwd": session.cwd, "mcpServers": mcp_servers})
+                if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+                    raise AgentError(f"agent {conn.name!r} answered session/new without a session id")
+                session.record.acp_session_id = result["sessionId"]
+                self._save(session.record)
+            session.acp_generation = conn.generation
+            if isinstance(result, dict):
+                if result.get("modes") is not None:
+                    session.modes = result["modes"]
+                if result.get("configOptions") is not None:
+                    session.config_options = result["configOptions"]
+            if previous and how == "new":
+                session.reseed = True
+                self.emit(
+                    session,
+                    "notice",
+                    level="warning",
+                    text=f"agent {conn.name!r} could not reload the earlier conversation; "
+                    "a new agent session starts, seeded with the recent history",
+                    phase="session_recreated",
+                )
+            elif previous:
+                self.emit(session, "notice", level="info", text=f"agent session {how}", phase=f"session_{how}")
+            self.emit(
+                session,
+                "session_ready",
+                acp_session_id=session.acp_session_id,
+                how=how,
+                modes=session.modes,
+                config_options=session.config_options,
+            )
+        finally:
+            conn.setting_up = None
+
+    def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
+        for session in self._sessions_of(conn.name):
+            if session.acp_session_id == acp_session_id:
+                return session
+        return None
+
+    # -- turns -----------------------------------------------------------------------------------
+    def _active_turns(self, agent: str) -> int:
+        return sum(1 for s in self._sessions_of(agent) if s.turn is not None)
+
+    async def prompt(self, session: NotebookSession, blocks: list[dict[str, Any]]) -> str:
+        if session.turn is not None:
+            raise HubError("a turn is already running in this session; cancel it or wait for it to end", 409)
+        if self._active_turns(session.agent) >= self.app.max_concurrent_turns:
+            raise HubError(
+                f"agent {session.agent!r} already runs {self.app.max_concurrent_turns} turns "
+                "(JupyterACP.max_concurrent_turns); try again when one ends",
+                429,
+            )
+        turn = Turn(id=uuid.uuid4().hex[:12])
+        session.turn = turn
+        self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks)
+        turn.task = self._spawn(self._run_turn(session, turn, blocks))
+        return turn.id
+
+    async def _run_turn(self, session: NotebookSession, turn: Turn, blocks: list[dict[str, Any]]) -> None:
+        outcome: dict[str, Any]
+        try:
+            if session.setup_task is not None:
+                await asyncio.shield(session.setup_task)
+            await self.ensure_acp_session(session)
+            conn = self.connection(session.agent)
+            if session.reseed:
+                blocks = self._seeded(session, blocks, turn.id)
+                session.reseed = False
+            turn.touch()
+            request = asyncio.ensure_future(
+                conn.request("session/prompt", {"sessionId": session.acp_session_id, "prompt": blocks})
+            )
+            result = await self._watch_turn(session, turn, conn, request)
+            stop = result.get("stopReason", "end_turn") if isinstance(result, dict) else "end_turn"
+            outcome = {"stop_reason": "cancelled" if turn.cancelled and stop == "end_turn" else stop}
+        except AgentNeedsLogin as exc:
+            outcome = {"error": str(exc), "error_kind": "needs_login"}
+        except TurnTimeout as exc:
+            outcome = {"error": str(exc), "error_kind": "timeout"}
+        except (AgentError, RpcError) as exc:
+            kind = "agent_error" if isinstance(exc, RpcError) else "agent_failed"
+            outcome = {"error": str(exc), "error_kind": kind}
+        except asyncio.CancelledError:
+            outcome = {"error": "the server is shutting down", "error_kind": "shutdown"}
+            self._end_turn(session, turn, outcome)
+            raise
+        except Exception as exc:  # pragma: no cover - a bug, but never lose the turn's end
+            log.exception("turn %s failed", turn.id)
+            outcome = {"error": f"internal error: {exc!r}", "error_kind": "internal"}
+        self._end_turn(session, turn, outcome)
+
+    def _end_turn(self, session: NotebookSession, turn: Turn, outcome: dict[str, Any]) -> None:
+        if session.turn is not turn:
+            return
+        self._cancel_pending_permissions(session)
+        session.turn = None
+        self.emit(session, "turn_ended", turn_id=turn.id, tool_calls_served=turn.tool_calls_served, **outcome)
+
+    async def _watch_turn(
+        self, session: NotebookSession, turn: Turn, conn: AgentConnection, request: asyncio.Future[Any]
+    ) -> Any:
+        """Await the prompt's answer; end a turn whose agent goes silent for too long."""
+        idle = self.app.turn_idle_timeout
+        while True:
+            done, _ = await asyncio.wait({request}, timeout=min(1.0, idle))
+            if done:
+                return request.result()
+            if session.pending_permissions:
+                turn.touch()  # waiting on the user is not the agent hanging
+                continue
+            silent = time.monotonic() - turn.last_activity
+            if silent < idle:
+                continue
+            await conn.notify("session/cancel", {"sessionId": session.acp_session_id})
+            done, _ = await asyncio.wait({request}, timeout=self.app.cancel_grace)
+            if not done:
+                request.cancel()
+            raise TurnTimeout(
+                f"agent {conn.name!r} sent nothing for {idle:g} s; the turn was ended "
+                "(JupyterACP.turn_idle_timeout). The conversation is kept: send the prompt again."
+            )
+
+    def _seeded(self, session: NotebookSession, blocks: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
+        """Prefix a prompt with the recent history, for an agent that lost the conversation."""
+        lines: list[str] = []
+        current: list[str] = []
+        speaker = None
+        for ev in self.events(session, 0):
+            if ev["type"] == "turn_started" and ev.get("turn_id") != turn_id:
+                text = " ".join(b.get("text", "") for b in ev.get("prompt", []) if b.get("type") == "text")
+                if current:
+                    lines.append(f"{speaker}: {''.join(current)}")
+                    current = []
+                speaker = "Agent"
+                lines.append(f"User: {text}")
+            elif ev["type"] == "session_update":
+                upd = ev.get("update") or {}
+                if upd.get("sessionUpdate") == "agent_message_chunk":
+                    content = upd.get("content") or {}
+                    if content.get("type") == "text":
+                        current.append(content.get("text", ""))
+        if current:
+            lines.append(f"{speaker}: {''.join(current)}")
+        history = "\n".join(lines)
+        budget = self.app.reseed_history_chars
+        if len(history) > budget:
+            history = "…" + history[-budget:]
+        if not history:
+            return blocks
+        preface = {
+            "type": "text",
+            "text": "Earlier in this conversation (the agent was restarted and could not reload it):\n"
+            + history
+            + "\n\nThe user's new message follows.",
+        }
+        return [preface, *blocks]
+
+    async def cancel(self, session: NotebookSession) -> bool:
+        turn = session.turn
+        if turn is None:
+            return False
+        turn.cancelled = True
+        self._cancel_pending_permissions(session)
+        conn = self.connections.get(session.agent)
+        if conn is not None and session.acp_session_id:
+            await conn.notify("session/cancel", {"sessionId": session.acp_session_id})
+        self._spawn(self._force_end(session, turn))
+        return True
+
+    async def _force_end(self, session: NotebookSession, turn: Turn) -> None:
+        """An agent that ignores session/cancel still gets its turn ended."""
+        await asyncio.sleep(self.app.cancel_grace)
+        if session.turn is turn and turn.task is not None and not turn.task.done():
+            turn.task.cancel()
+            await asyncio.sleep(0)
+            if session.turn is turn:
+                self._end_turn(
+                    session, turn, {"stop_reason": "cancelled", "error": "the agent did not stop; the turn was ended"}
+                )
+
+    # -- permissions -----------------------------------------------------------------------------
+    async def ask_permission(
+        self, session: NotebookSession, tool_call: dict[str, Any], options: list[dict[str, Any]], *, source: str = "agent"
+    ) -> dict[str, Any]:
+        """Hold a permission request for the user; answered by option id, or cancelled."""
+        request_id = uuid.uuid4().hex[:12]
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        turn_id = session.turn.id if session.turn else None
+        session.pending_permissions[request_id] = PendingPermission(request_id, fut, options, turn_id)
+        self.emit(
+            session,
+            "permission_request",
+            request_id=request_id,
+            turn_id=turn_id,
+            tool_call=tool_call,
+            options=options,
+            source=source,
+        )
+        try:
+            outcome = await asyncio.wait_for(asyncio.shield(fut), self.app.permission_timeout)
+        except asyncio.TimeoutError:
+            outcome = {"outcome": "cancelled"}
+            self.emit(session, "permission_resolved", request_id=request_id, cancelled=True, reason="timeout")
+        finally:
+            session.pending_permissions.pop(request_id, None)
+            if session.turn:
+                session.turn.touch()
+        return outcome
+
+    def answer_permission(self, session: NotebookSession, request_id: str, option_id: str) -> None:
+        pending = session.pending_permissions.get(request_id)
+        if pending is None:
+            raise HubError(f"no pending permission request {request_id!r} (answered, cancelled or expired)", 404)
+        if option_id not in {o.get("optionId") for o in pending.options}:
+            raise HubError(f"{option_id!r} is not one of the offered options", 400)
+        if not pending.future.done():
+            pending.future.set_result({"outcome": "selected", "optionId": option_id})
+        session.pending_permissions.pop(request_id, None)
+        self.emit(session, "permission_resolved", request_id=request_id, option_id=option_id)
+
+    def _cancel_pending_permissions(self, session: NotebookSession) -> None:
+        for request_id, pending in list(session.pending_permissions.items()):
+            if not pending.future.done():
+                pending.future.set_result({"outcome": "cancelled"})
+                self.emit(session, "permission_resolved", request_id=request_id, cancelled=True)
+        session.pending_permissions.clear()
+
+    # -- tool calls ------------------------------------------------------------------------------
+    def tool_context(self, session: NotebookSession, channel: str, tool_call_id: str | None = None) -> ToolContext:
+        return ToolContext(
+            hub=self,
+            session=session,
+            turn_id=session.turn.id if session.turn else None,
+            tool_call_id=tool_call_id,
+            channel=channel,
+        )
+
+    def count_tool_call(self, session: NotebookSession) -> None:
+        if session.turn is not None:
+            session.turn.tool_calls_served += 1
+            session.turn.touch()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop(self) -> None:
+        self._closing = True
+        for session in self.sessions.values():
+            self._cancel_pending_permissions(session)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+        self._flush()
+
+    def kill_agents_now(self) -> None:
+        for conn in self.connections.values():
+            if conn.process:
+                conn.process.kill_now()
+
+    def describe(self, session: NotebookSession) -> dict[str, Any]:
+        return {
+            "id": session.id,
+            "notebook": session.notebook,
+            "agent": session.agent,
+            "cwd": session.cwd,
+            "state": "busy" if session.turn else session.state,
+            "turn_id": session.turn.id if session.turn else None,
+            "last_seq": session.seq,
+            "error": session.error,
+            "modes": session.modes,
+            "config_options": session.config_options,
+            "pending_permissions": list(session.pending_permissions),
+        }
+
+
+class TurnTimeout(Exception):
+    pass
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value

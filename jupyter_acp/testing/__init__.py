@@ -1,0 +1,1 @@
+"""Test helpers shipped with the package: scripted agents and a fake model server."""

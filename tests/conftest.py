@@ -1,0 +1,123 @@
+"""Shared fixtures: a real Jupyter server (pytest-jupyter) with jupyter_acp and real agents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import nbformat
+import pytest
+
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+SCRIPTED = [sys.executable, "-m", "jupyter_acp.testing.agents"]
+
+
+def scripted(behaviour: str, *extra: str) -> dict[str, Any]:
+    """An agent entry running one of the scripted test agents."""
+    return {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], behaviour, *extra], "title": f"scripted {behaviour}"}
+
+
+@pytest.fixture
+def acp_agents() -> dict[str, Any]:
+    """Override in a test module to configure more agents."""
+    return {}
+
+
+@pytest.fixture
+def acp_config() -> dict[str, Any]:
+    """Override in a test module for other JupyterACP settings."""
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config):
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_acp": True},
+            "allow_unauthenticated_access": False,
+        },
+        "JupyterACP": {
+            "agents": acp_agents,
+            "default_agent": "echo",
+            "store_path": str(jp_data_dir / "acp" / "transcripts.sqlite"),
+            **acp_config,
+        },
+    }
+
+
+@pytest.fixture
+def make_notebook(jp_root_dir):
+    def make(path: str, cells: list[str] | None = None) -> str:
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        for src in cells or []:
+            nb.cells.append(nbformat.v4.new_code_cell(src))
+        full = jp_root_dir / path
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text(nbformat.writes(nb))
+        return path
+
+    return make
+
+
+class Api:
+    """The extension's HTTP API, as the sidebar and users' scripts call it."""
+
+    def __init__(self, fetch):
+        self.fetch = fetch
+
+    async def call(self, method: str, *parts: str, body: Any = None, params: dict | None = None) -> Any:
+        kwargs: dict[str, Any] = {"method": method}
+        if body is not None:
+            kwargs["body"] = json.dumps(body)
+        if params:
+            kwargs["params"] = params
+        resp = await self.fetch("jupyter-acp", *parts, **kwargs)
+        return json.loads(resp.body) if resp.body else None
+
+    async def open(self, notebook: str, agent: str | None = None) -> dict[str, Any]:
+        body = {"notebook": notebook}
+        if agent:
+            body["agent"] = agent
+        return await self.call("POST", "sessions", body=body)
+
+    async def prompt(self, sid: str, text: str) -> str:
+        return (await self.call("POST", "sessions", sid, "prompt", body={"text": text}))["turn_id"]
+
+    async def events(self, sid: str, after: int = 0) -> list[dict[str, Any]]:
+        return await self.call("GET", "sessions", sid, "events", params={"after": str(after)})
+
+    async def wait_for(self, sid: str, predicate, timeout: float = 30.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            events = await self.events(sid)
+            if predicate(events):
+                return events
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; events so far: {json.dumps(events)[-3000:]}")
+            await asyncio.sleep(0.05)
+
+    async def wait_turn_end(self, sid: str, turn_id: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+        return await self.wait_for(
+            sid, lambda evs: any(e["type"] == "turn_ended" and e["turn_id"] == turn_id for e in evs), timeout
+        )
+
+
+@pytest.fixture
+def api(jp_fetch) -> Api:
+    return Api(jp_fetch)
+
+
+def message_text(events: list[dict[str, Any]], turn_id: str | None = None, kind: str = "agent_message_chunk") -> str:
+    """The agent's streamed text in a list of events (optionally one turn's)."""
+    out, inside = [], turn_id is None
+    for e in events:
+        if e["type"] == "turn_started":
+            inside = turn_id is None or e["turn_id"] == turn_id
+        if inside and e["type"] == "session_update" and e["update"].get("sessionUpdate") == kind:
+            out.append(e["update"]["content"].get("text", ""))
+    return "".join(out)
