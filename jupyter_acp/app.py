@@ -18,7 +18,8 @@ from .acp.process import curated_env
 from .handlers import handlers
 from .hub import NotebookSession, SessionHub
 from .store import TranscriptStore
-from .tools import ToolSurface
+from . import kernel_api
+from .tools.registry import build_tool_surface, tool_handlers
 
 
 class JupyterACP(ExtensionApp):
@@ -67,7 +68,7 @@ class JupyterACP(ExtensionApp):
             self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
         self.store = TranscriptStore(self.store_path)
         self.store.open()
-        self.tools = ToolSurface()
+        self.tools = build_tool_surface(self)
         self.hub = SessionHub(self, self.store, self.tools)
         atexit.register(self.hub.kill_agents_now)
         self.log.info(
@@ -77,6 +78,11 @@ class JupyterACP(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())
+        self.handlers.extend(tool_handlers())
+        self.handlers.extend(kernel_api.handlers())
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        kernel_api.start(self)
 
     def _load_agent_specs(self) -> dict[str, AgentSpec]:
         specs = default_agents()
@@ -95,6 +101,7 @@ class JupyterACP(ExtensionApp):
         return self.default_agent if self.default_agent in self.agent_specs else next(iter(self.agent_specs))
 
     async def stop_extension(self) -> None:
+        kernel_api.stop(self)
         hub = getattr(self, "hub", None)
         if hub is not None:
             await hub.stop()
