@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -12,6 +13,10 @@ import nbformat
 import pytest
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Agent subprocesses import jupyter_acp from this checkout, whatever is installed.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH", "")) if p)
 
 SCRIPTED = [sys.executable, "-m", "jupyter_acp.testing.agents"]
 

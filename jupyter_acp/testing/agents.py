@@ -1,0 +1,198 @@
+"""Scripted ACP agents for tests and demos: each misbehaves (or behaves) in one known way.
+
+``python -m jupyter_acp.testing.agents BEHAVIOUR [--chunks N] [--delay S] [--pid-file F] [--child]``
+
+Behaviours:
+  stream        answer with N numbered chunks ("0 1 2 ...") and honour session/cancel
+  slow          like stream, with --delay seconds between chunks
+  permission    ask session/request_permission (allow/reject) and say which option came back
+  crash         send one chunk, then exit with code 3 after a line on stderr
+  garbage       write a non-JSON line and a response to an id never sent, then answer normally
+  big_frame     write one line of --size bytes, then answer normally
+  flood_stderr  write --size bytes to stderr during session/new and the prompt, then answer
+  hang          never answer a prompt and send nothing
+  ignore_eof    ignore stdin EOF and SIGTERM (only the process-group SIGKILL ends it)
+  needs_auth    advertise an auth method; session/new answers -32000
+  exit_at_init  exit before answering initialize
+  resumable     like stream, and advertise session/resume (accepts any earlier id)
+  loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
+  bad_version   answer initialize with protocol version 99
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from ..acp.wire import AUTH_REQUIRED, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
+
+
+class ScriptedAgent:
+    def __init__(self, conn: JsonRpcConnection, args: argparse.Namespace) -> None:
+        self.conn = conn
+        self.args = args
+        self.b = args.behaviour
+        self.sessions: dict[str, list[str]] = {}
+        self.cancelled: set[str] = set()
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _raw(self, data: bytes) -> None:
+        self.conn._writer.write(data)  # deliberately bypasses the JSON encoder
+
+    async def _chunk(self, sid: str, text: str, kind: str = "agent_message_chunk") -> None:
+        await self.conn.notify(
+            "session/update", {"sessionId": sid, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}
+        )
+
+    def handle_notification(self, method: str, params: Any) -> None:
+        if method == "session/cancel" and isinstance(params, dict):
+            self.cancelled.add(str(params.get("sessionId")))
+
+    async def handle_request(self, method: str, params: Any) -> Any:
+        params = params if isinstance(params, dict) else {}
+        handler = getattr(self, "on_" + method.replace("/", "_"), None)
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+        return await handler(params)
+
+    # -- methods ---------------------------------------------------------------------------------
+    async def on_initialize(self, params: dict[str, Any]) -> Any:
+        if self.b == "bad_version":
+            return {"protocolVersion": 99}
+        caps: dict[str, Any] = {"loadSession": self.b == "loadable"}
+        if self.b == "resumable":
+            caps["sessionCapabilities"] = {"resume": {}}
+        result: dict[str, Any] = {
+            "protocolVersion": 1,
+            "agentCapabilities": caps,
+            "agentInfo": {"name": f"scripted-{self.b}", "version": "0"},
+        }
+        if self.b == "needs_auth":
+            result["authMethods"] = [{"id": "login", "name": "Log in", "description": "run `scripted login`"}]
+        if self.b == "garbage":
+            self._raw(b"this is not json\n")
+            self._raw(b'{"jsonrpc":"2.0","id":4242,"result":{}}\n')
+        return result
+
+    async def on_session_new(self, params: dict[str, Any]) -> Any:
+        if self.b == "needs_auth":
+            raise RpcError(AUTH_REQUIRED, "Authentication required")
+        if self.b == "flood_stderr":
+            sys.stderr.write("e" * self.args.size + "\n")
+            sys.stderr.flush()
+        sid = "s_" + uuid.uuid4().hex[:12]
+        self.sessions[sid] = []
+        return {"sessionId": sid}
+
+    async def on_session_resume(self, params: dict[str, Any]) -> Any:
+        if self.b != "resumable":
+            raise RpcError(METHOD_NOT_FOUND, "Method not found")
+        self.sessions.setdefault(params["sessionId"], [])
+        return {}
+
+    async def on_session_load(self, params: dict[str, Any]) -> Any:
+        if self.b != "loadable":
+            raise RpcError(METHOD_NOT_FOUND, "Method not found")
+        sid = params["sessionId"]
+        self.sessions.setdefault(sid, [])
+        await self._chunk(sid, "replayed history")  # must not reach the transcript twice
+        return None
+
+    async def on_session_prompt(self, params: dict[str, Any]) -> Any:
+        sid = params.get("sessionId")
+        if sid not in self.sessions:
+            raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
+        self.cancelled.discard(sid)
+        text = " ".join(b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text")
+        self.sessions[sid].append(text)
+        b = self.b
+        if b == "hang":
+            await asyncio.Event().wait()
+        if b == "crash":
+            await self._chunk(sid, "about to crash")
+            await self.conn._drain()
+            sys.stderr.write("scripted agent: boom\n")
+            sys.stderr.flush()
+            os._exit(3)
+        if b == "permission":
+            answer = await self.conn.request(
+                "session/request_permission",
+                {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "call_1", "title": "Write answer.txt", "kind": "edit", "status": "pending",
+                                 "rawInput": {"path": "answer.txt"}},
+                    "options": [
+                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                    ],
+                },
+            )
+            outcome = (answer or {}).get("outcome") or {}
+            if outcome.get("outcome") == "cancelled" or sid in self.cancelled:
+                return {"stopReason": "cancelled"}
+            await self._chunk(sid, f"permission: {outcome.get('optionId')}")
+            return {"stopReason": "end_turn"}
+        if b == "big_frame":
+            filler = "x" * self.args.size
+            line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk",
+                                             "content": {"type": "text", "text": filler}}}})
+            self._raw(line.encode() + b"\n")
+        if b == "flood_stderr":
+            sys.stderr.write("f" * self.args.size + "\n")
+            sys.stderr.flush()
+        if b == "echo_prompt" or text.startswith("echo:"):
+            await self._chunk(sid, text)
+            return {"stopReason": "end_turn"}
+        for i in range(self.args.chunks):
+            if sid in self.cancelled:
+                return {"stopReason": "cancelled"}
+            await self._chunk(sid, f"{i} " if i < self.args.chunks - 1 else f"{i}")
+            if self.args.delay:
+                await asyncio.sleep(self.args.delay)
+        return {"stopReason": "cancelled" if sid in self.cancelled else "end_turn"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("behaviour")
+    p.add_argument("--chunks", type=int, default=5)
+    p.add_argument("--delay", type=float, default=0.0)
+    p.add_argument("--size", type=int, default=1 << 20)
+    p.add_argument("--pid-file", default="")
+    p.add_argument("--child", action="store_true", help="start a sleeping child in the same process group")
+    return p.parse_args(argv)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    if args.behaviour == "exit_at_init":
+        sys.stderr.write("scripted agent: refusing to start\n")
+        sys.exit(2)
+    if args.pid_file:
+        pids = [os.getpid()]
+        if args.child:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            pids.append(child.pid)
+        with open(args.pid_file, "w") as fh:
+            fh.write(" ".join(map(str, pids)))
+    if args.behaviour == "ignore_eof":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    conn = await serve_stdio(lambda c: ScriptedAgent(c, args), max_frame_bytes=64 * 1024 * 1024)
+    await conn.wait_closed()
+    if args.behaviour == "ignore_eof":
+        await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(main_async(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
