@@ -77,8 +77,8 @@ class Api:
 
     async def call(self, method: str, *parts: str, body: Any = None, params: dict | None = None) -> Any:
         kwargs: dict[str, Any] = {"method": method}
-        if body is not None:
-            kwargs["body"] = json.dumps(body)
+        if body is not None or method == "POST":
+            kwargs["body"] = json.dumps(body if body is not None else {})
         if params:
             kwargs["params"] = params
         resp = await self.fetch("jupyter-acp", *parts, **kwargs)

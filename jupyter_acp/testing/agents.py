@@ -17,6 +17,7 @@ Behaviours:
   resumable     like stream, and advertise session/resume (accepts any earlier id)
   loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
   bad_version   answer initialize with protocol version 99
+  fs            prompt "read PATH" or "write PATH TEXT": call fs/* and report the answer or the error
 """
 
 from __future__ import annotations
@@ -138,6 +139,20 @@ class ScriptedAgent:
             if outcome.get("outcome") == "cancelled" or sid in self.cancelled:
                 return {"stopReason": "cancelled"}
             await self._chunk(sid, f"permission: {outcome.get('optionId')}")
+            return {"stopReason": "end_turn"}
+        if b == "fs":
+            verb, _, rest = text.partition(" ")
+            try:
+                if verb == "read":
+                    res = await self.conn.request("fs/read_text_file", {"sessionId": sid, "path": rest})
+                    report = "ok: " + res.get("content", "")
+                else:
+                    path, _, content = rest.partition(" ")
+                    await self.conn.request("fs/write_text_file", {"sessionId": sid, "path": path, "content": content})
+                    report = "ok"
+            except RpcError as exc:
+                report = f"error {exc.code}: {exc.message}"
+            await self._chunk(sid, report)
             return {"stopReason": "end_turn"}
         if b == "big_frame":
             filler = "x" * self.args.size
