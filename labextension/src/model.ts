@@ -1,0 +1,509 @@
+/**
+ * The chat's state, reduced from the server's event stream.
+ *
+ * Pure TypeScript (no DOM, no JupyterLab imports) so node's test runner can exercise it. The view
+ * renders `items` in order; every item carries a `version` bumped on each change, so the view
+ * re-renders only what changed. Events are applied at most once (by `seq`), so a reconnect that
+ * replays from the last seen seq, or a replay that overlaps, is harmless.
+ */
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+export interface IAcpEvent {
+  seq: number;
+  type: string;
+  ts?: number;
+  [key: string]: any;
+}
+
+export interface IPermissionOption {
+  optionId: string;
+  name: string;
+  kind: string;
+}
+
+export interface IPermission {
+  requestId: string;
+  turnId: string | null;
+  options: IPermissionOption[];
+  source?: string;
+  /** Set once resolved: the option chosen, or cancelled. */
+  resolved?: { optionId?: string; cancelled?: boolean };
+}
+
+export interface IPlanEntry {
+  content: string;
+  priority?: string;
+  status?: string;
+}
+
+interface IItemBase {
+  id: string;
+  turnId: string | null;
+  version: number;
+}
+
+export interface IUserItem extends IItemBase {
+  kind: 'user';
+  text: string;
+  attachments: string[];
+}
+export interface ITextItem extends IItemBase {
+  kind: 'message' | 'thought';
+  text: string;
+}
+export interface IToolItem extends IItemBase {
+  kind: 'tool';
+  toolCallId: string;
+  title: string;
+  toolKind: string;
+  status: string;
+  rawInput?: any;
+  rawOutput?: any;
+  content: any[];
+  locations: any[];
+  permissions: IPermission[];
+}
+export interface IPlanItem extends IItemBase {
+  kind: 'plan';
+  entries: IPlanEntry[];
+}
+export interface ITurnEndItem extends IItemBase {
+  kind: 'turn_end';
+  stopReason?: string;
+  error?: string;
+  errorKind?: string;
+  toolCallsServed?: number;
+}
+export interface INoticeItem extends IItemBase {
+  kind: 'notice';
+  text: string;
+  level: string;
+  phase?: string;
+}
+
+export type Item = IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem;
+
+export interface ICommand {
+  name: string;
+  description?: string;
+  input?: any;
+}
+
+export type Phase = 'unknown' | 'starting' | 'ready' | 'error';
+
+export interface IAgentProblem {
+  kind: string; // needs_login | agent_failed | timeout | agent_error | ...
+  text: string;
+}
+
+/** Text of ACP content blocks, as a user would read it. */
+export function blocksText(blocks: any): { text: string; attachments: string[] } {
+  const parts: string[] = [];
+  const attachments: string[] = [];
+  if (!Array.isArray(blocks)) {
+    return { text: typeof blocks === 'string' ? blocks : '', attachments };
+  }
+  for (const b of blocks) {
+    if (!b || typeof b !== 'object') {
+      continue;
+    }
+    if (b.type === 'text' && typeof b.text === 'string') {
+      parts.push(b.text);
+    } else if (b.type === 'resource' && b.resource) {
+      attachments.push(String(b.resource.title ?? b.resource.uri ?? 'resource'));
+    } else if (b.type === 'resource_link') {
+      attachments.push(String(b.title ?? b.name ?? b.uri ?? 'link'));
+    } else if (b.type === 'image') {
+      attachments.push('image');
+    }
+  }
+  return { text: parts.join('\n'), attachments };
+}
+
+/** Text of one ACP content block (an update's `content`). */
+function chunkText(content: any): string {
+  if (!content) {
+    return '';
+  }
+  if (typeof content === 'string') {
+    return content;
+  }
+  if (content.type === 'text' && typeof content.text === 'string') {
+    return content.text;
+  }
+  if (content.type === 'resource_link') {
+    return `[${content.name ?? content.uri}](${content.uri})`;
+  }
+  return '';
+}
+
+export class ChatModel {
+  items: Item[] = [];
+  lastSeq = 0;
+  runningTurn: string | null = null;
+  phase: Phase = 'unknown';
+  problem: IAgentProblem | null = null;
+  commands: ICommand[] = [];
+  modes: { currentModeId?: string; availableModes?: any[] } | null = null;
+  configOptions: any[] | null = null;
+  /** Called after every applied batch; the view schedules a render. */
+  onChange: (() => void) | null = null;
+
+  private _byId = new Map<string, Item>();
+  private _tools = new Map<string, IToolItem>();
+  private _perms = new Map<string, { tool: IToolItem; perm: IPermission }>();
+  private _counter = 0;
+
+  /** Apply events in order; returns how many were new. */
+  applyAll(events: IAcpEvent[]): number {
+    let n = 0;
+    for (const e of events) {
+      if (this.apply(e, false)) {
+        n++;
+      }
+    }
+    if (n && this.onChange) {
+      this.onChange();
+    }
+    return n;
+  }
+
+  /** Apply one event. Events at or below the last seq seen are ignored (replays overlap). */
+  apply(event: IAcpEvent, notify = true): boolean {
+    if (typeof event.seq === 'number') {
+      if (event.seq <= this.lastSeq) {
+        return false;
+      }
+      this.lastSeq = event.seq;
+    }
+    this._reduce(event);
+    if (notify && this.onChange) {
+      this.onChange();
+    }
+    return true;
+  }
+
+  get(id: string): Item | undefined {
+    return this._byId.get(id);
+  }
+
+  /** Permission requests still waiting for an answer. */
+  pendingPermissions(): IPermission[] {
+    const out: IPermission[] = [];
+    for (const { perm } of this._perms.values()) {
+      if (!perm.resolved) {
+        out.push(perm);
+      }
+    }
+    return out;
+  }
+
+  /** Prompts the user sent, oldest first (for Up-arrow recall). */
+  promptHistory(): string[] {
+    return this.items.filter((i): i is IUserItem => i.kind === 'user').map(i => i.text);
+  }
+
+  // -- reduction -------------------------------------------------------------------------------
+  private _add<T extends Item>(item: T): T {
+    this.items.push(item);
+    this._byId.set(item.id, item);
+    return item;
+  }
+
+  private _newId(prefix: string, seq: number): string {
+    return `${prefix}-${seq}-${++this._counter}`;
+  }
+
+  private _touch(item: Item): void {
+    item.version++;
+  }
+
+  private _reduce(e: IAcpEvent): void {
+    const seq = typeof e.seq === 'number' ? e.seq : 0;
+    switch (e.type) {
+      case 'turn_started': {
+        const { text, attachments } = blocksText(e.prompt);
+        this.runningTurn = e.turn_id ?? null;
+        if (this.problem && this.problem.kind !== 'needs_login') {
+          this.problem = null;
+        }
+        this._add<IUserItem>({
+          kind: 'user',
+          id: this._newId('user', seq),
+          turnId: e.turn_id ?? null,
+          version: 0,
+          text,
+          attachments
+        });
+        break;
+      }
+      case 'session_update':
+        this._update(e.update ?? {}, seq);
+        break;
+      case 'permission_request':
+        this._permissionRequest(e, seq);
+        break;
+      case 'permission_resolved': {
+        const entry = this._perms.get(String(e.request_id));
+        if (entry) {
+          entry.perm.resolved = e.cancelled
+            ? { cancelled: true }
+            : { optionId: e.option_id ?? undefined };
+          this._touch(entry.tool);
+        }
+        break;
+      }
+      case 'turn_ended': {
+        const turnId = e.turn_id ?? null;
+        if (this.runningTurn === turnId || turnId === null) {
+          this.runningTurn = null;
+        }
+        // Permissions of an ended turn can no longer be answered.
+        for (const { tool, perm } of this._perms.values()) {
+          if (!perm.resolved && (perm.turnId === turnId || turnId === null)) {
+            perm.resolved = { cancelled: true };
+            this._touch(tool);
+          }
+        }
+        // Tool calls left running when the turn ends did not finish.
+        for (const tool of this._tools.values()) {
+          if (tool.turnId === turnId && (tool.status === 'pending' || tool.status === 'in_progress')) {
+            tool.status = e.error ? 'failed' : 'cancelled';
+            this._touch(tool);
+          }
+        }
+        if (e.error) {
+          const kind = String(e.error_kind ?? 'agent_error');
+          this.problem = { kind, text: String(e.error) };
+          if (kind === 'needs_login' || kind === 'agent_failed') {
+            this.phase = 'error';
+          }
+        } else if (this.problem && this.problem.kind !== 'needs_login') {
+          this.problem = null;
+        }
+        this._add<ITurnEndItem>({
+          kind: 'turn_end',
+          id: this._newId('end', seq),
+          turnId,
+          version: 0,
+          stopReason: e.stop_reason ?? undefined,
+          error: e.error ?? undefined,
+          errorKind: e.error_kind ?? undefined,
+          toolCallsServed: typeof e.tool_calls_served === 'number' ? e.tool_calls_served : undefined
+        });
+        break;
+      }
+      case 'session_ready':
+        this.phase = 'ready';
+        if (this.problem && this.problem.kind === 'needs_login') {
+          this.problem = null;
+        }
+        if (e.modes !== undefined) {
+          this.modes = e.modes ?? null;
+        }
+        if (e.config_options !== undefined) {
+          this.configOptions = e.config_options ?? null;
+        }
+        break;
+      case 'notice': {
+        if (e.phase === 'agent_starting') {
+          this.phase = 'starting';
+        }
+        this._add<INoticeItem>({
+          kind: 'notice',
+          id: this._newId('notice', seq),
+          turnId: this.runningTurn,
+          version: 0,
+          text: String(e.text ?? ''),
+          level: String(e.level ?? 'info'),
+          phase: e.phase ?? undefined
+        });
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  private _last(): Item | undefined {
+    return this.items[this.items.length - 1];
+  }
+
+  private _appendText(kind: 'message' | 'thought' | 'user', text: string, seq: number): void {
+    if (!text) {
+      return;
+    }
+    const last = this._last();
+    if (last && last.kind === kind && last.turnId === this.runningTurn) {
+      (last as ITextItem | IUserItem).text += text;
+      this._touch(last);
+      return;
+    }
+    if (kind === 'user') {
+      this._add<IUserItem>({
+        kind: 'user',
+        id: this._newId('user', seq),
+        turnId: this.runningTurn,
+        version: 0,
+        text,
+        attachments: []
+      });
+    } else {
+      this._add<ITextItem>({ kind, id: this._newId(kind, seq), turnId: this.runningTurn, version: 0, text });
+    }
+  }
+
+  private _update(u: any, seq: number): void {
+    switch (u.sessionUpdate) {
+      case 'agent_message_chunk':
+        this._appendText('message', chunkText(u.content), seq);
+        break;
+      case 'agent_thought_chunk':
+        this._appendText('thought', chunkText(u.content), seq);
+        break;
+      case 'user_message_chunk':
+        this._appendText('user', chunkText(u.content), seq);
+        break;
+      case 'tool_call':
+      case 'tool_call_update':
+        this._upsertTool(u, seq);
+        break;
+      case 'plan': {
+        const entries: IPlanEntry[] = Array.isArray(u.entries) ? u.entries : [];
+        const existing = [...this.items]
+          .reverse()
+          .find((i): i is IPlanItem => i.kind === 'plan' && i.turnId === this.runningTurn);
+        if (existing) {
+          existing.entries = entries;
+          this._touch(existing);
+        } else {
+          this._add<IPlanItem>({ kind: 'plan', id: this._newId('plan', seq), turnId: this.runningTurn, version: 0, entries });
+        }
+        break;
+      }
+      case 'available_commands_update':
+        this.commands = Array.isArray(u.availableCommands) ? u.availableCommands : [];
+        break;
+      case 'current_mode_update':
+        this.modes = { ...(this.modes ?? {}), currentModeId: u.currentModeId };
+        break;
+      case 'config_option_update':
+        if (Array.isArray(u.configOptions)) {
+          this.configOptions = u.configOptions;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** Create or update the card of a tool call; agents are inconsistent about ids and order. */
+  private _upsertTool(u: any, seq: number): IToolItem {
+    const key = String(u.toolCallId ?? `anon-${seq}`);
+    let tool = this._tools.get(key);
+    if (!tool) {
+      tool = this._add<IToolItem>({
+        kind: 'tool',
+        id: this._newId('tool', seq),
+        turnId: this.runningTurn,
+        version: 0,
+        toolCallId: key,
+        title: '',
+        toolKind: 'other',
+        status: 'pending',
+        content: [],
+        locations: [],
+        permissions: []
+      });
+      this._tools.set(key, tool);
+    }
+    if (typeof u.title === 'string' && u.title) {
+      tool.title = u.title;
+    }
+    if (typeof u.kind === 'string' && u.kind) {
+      tool.toolKind = u.kind;
+    }
+    if (typeof u.status === 'string' && u.status) {
+      tool.status = u.status;
+    }
+    if (u.rawInput !== undefined && u.rawInput !== null) {
+      tool.rawInput = u.rawInput;
+    }
+    if (u.rawOutput !== undefined && u.rawOutput !== null) {
+      tool.rawOutput = u.rawOutput;
+    }
+    if (Array.isArray(u.content)) {
+      tool.content = u.content; // ACP: an update's content replaces the collection
+    }
+    if (Array.isArray(u.locations)) {
+      tool.locations = u.locations;
+    }
+    if (!tool.title) {
+      tool.title = key;
+    }
+    this._touch(tool);
+    return tool;
+  }
+
+  private _permissionRequest(e: IAcpEvent, seq: number): void {
+    const requestId = String(e.request_id);
+    const call = { ...(e.tool_call ?? {}) };
+    if (!call.toolCallId) {
+      call.toolCallId = `permission-${requestId}`;
+    }
+    if (e.turn_id && !this.runningTurn) {
+      this.runningTurn = e.turn_id;
+    }
+    const tool = this._upsertTool(call, seq);
+    const perm: IPermission = {
+      requestId,
+      turnId: e.turn_id ?? this.runningTurn,
+      options: Array.isArray(e.options) ? e.options : [],
+      source: e.source
+    };
+    tool.permissions.push(perm);
+    this._perms.set(requestId, { tool, perm });
+    this._touch(tool);
+  }
+}
+
+/** The option a keyboard shortcut or a policy should pick first, by ACP option kind. */
+export function optionOrder(options: IPermissionOption[]): IPermissionOption[] {
+  const rank: Record<string, number> = { allow_once: 0, allow_always: 1, reject_once: 2, reject_always: 3 };
+  return [...options].sort((a, b) => (rank[a.kind] ?? 9) - (rank[b.kind] ?? 9));
+}
+
+/** A line diff (LCS-free, good enough for cell-sized texts): common prefix/suffix, then -/+ lines. */
+export function lineDiff(oldText: string | null | undefined, newText: string): { op: ' ' | '-' | '+'; line: string }[] {
+  const a = (oldText ?? '').split('\n');
+  const b = newText.split('\n');
+  if (!oldText) {
+    return b.map(line => ({ op: '+' as const, line }));
+  }
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) {
+    start++;
+  }
+  let endA = a.length;
+  let endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+    endA--;
+    endB--;
+  }
+  const out: { op: ' ' | '-' | '+'; line: string }[] = [];
+  const ctx = 2;
+  for (let i = Math.max(0, start - ctx); i < start; i++) {
+    out.push({ op: ' ', line: a[i] });
+  }
+  for (let i = start; i < endA; i++) {
+    out.push({ op: '-', line: a[i] });
+  }
+  for (let i = start; i < endB; i++) {
+    out.push({ op: '+', line: b[i] });
+  }
+  for (let i = endA; i < Math.min(a.length, endA + ctx); i++) {
+    out.push({ op: ' ', line: a[i] });
+  }
+  return out;
+}
