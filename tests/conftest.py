@@ -39,11 +39,18 @@ def acp_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config):
+def server_app_config() -> dict[str, Any]:
+    """Override for extra ``ServerApp`` settings (an Authorizer, more extensions, ...)."""
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config, server_app_config):
     return {
         "ServerApp": {
             "jpserver_extensions": {"jupyter_acp": True},
             "allow_unauthenticated_access": False,
+            **server_app_config,
         },
         "JupyterACP": {
             "agents": acp_agents,
