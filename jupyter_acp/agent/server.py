@@ -1,14 +1,30 @@
-"""The agent's ACP side: sessions, prompts, and the echo answer."""
+"""The agent's ACP side: sessions, limits, prompts, cancel, load/resume, modes and the model option.
+
+Built on ``jupyter_acp.acp.wire`` (raw JSON frames, a task per incoming request so the agent can ask
+the client for tools and permissions while it serves a prompt).  The rules are Moltis's (see
+``limits.py``): a session operation holds a slot (at most 4 at once, one per session); updates are
+sent, in order, before the response that ends the request; a cancel always wins.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import logging
+import threading
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
-from ..acp.wire import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
+from .. import __version__, convention
+from ..acp.wire import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, JsonRpcConnection, RpcError, serve_stdio
+from . import limits
+from .history import HistoryStore, HistoryTooLarge, SessionNotFound, history_to_updates
+from .limits import invalid
+from .tools import McpConnection, Tool, client_tools_from, plan_tool
+
+log = logging.getLogger("jupyter_acp.agent")
 
 NO_MODEL_MESSAGE = (
     "No model is configured for the built-in agent. Set JUPYTER_ACP_MODEL to a litellm model string "
@@ -16,59 +32,491 @@ NO_MODEL_MESSAGE = (
     "and restart Jupyter, or pick the `echo` agent to try things out."
 )
 
+MODES = [
+    {"id": "ask", "name": "Ask", "description": "Ask before running a tool that can change things"},
+    {"id": "auto", "name": "Auto", "description": "Run tools without asking, unless a tool source always asks"},
+]
+MODE_IDS = {m["id"] for m in MODES}
+
+
+class UpdateBudgetExceeded(Exception):
+    pass
+
+
+@dataclass
+class Turn:
+    sent_bytes: int = 0
+    limit_exceeded: bool = False
+    partial_text: str = ""
+
+
+@dataclass
+class Session:
+    id: str
+    cwd: str
+    mode: str = "ask"
+    model: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: dict[str, Tool] = field(default_factory=dict)
+    mcp: list[McpConnection] = field(default_factory=list)
+    always_allowed: set[str] = field(default_factory=set)
+    cancelled: bool = False
+    turn_task: asyncio.Task[Any] | None = None
+
+    def meta(self) -> dict[str, Any]:
+        return {"cwd": self.cwd, "mode": self.mode, "model": self.model}
+
+
+class LitellmLoader:
+    """litellm imported once, in a daemon thread, after ``initialize`` has answered."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self.module: Any = None
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._load, name="litellm-import", daemon=True)
+            self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.drop_params = True
+            litellm.set_verbose = False
+            for name in ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router", "litellm", "httpx", "httpcore", "openai"):
+                logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger(name).level))
+            self.module = litellm
+        except BaseException as exc:  # noqa: BLE001 - reported at the first prompt
+            self.error = exc
+        finally:
+            self._done.set()
+
+    async def get(self) -> Any:
+        self.start()
+        while not self._done.is_set():
+            await asyncio.sleep(0.02)
+        if self.error is not None:
+            raise RuntimeError(f"litellm could not be imported: {self.error}")
+        return self.module
+
 
 class BuiltinAgent:
     def __init__(self, conn: JsonRpcConnection, args: argparse.Namespace) -> None:
         self.conn = conn
         self.args = args
-        self.sessions: dict[str, dict[str, Any]] = {}
-        self.cancelled: set[str] = set()
+        self.echo = bool(args.echo)
+        self.sessions: dict[str, Session] = {}
+        self.in_flight: set[str] = set()
+        self._setup_ids = 0
+        self.client_caps: dict[str, Any] = {}
+        self.client_tools: dict[str, Any] = {}  # the org.mini-me clientTools entry
+        self.store = HistoryStore(getattr(args, "state_dir", None) or None)
+        self.litellm = LitellmLoader()
+        self.closing = False
 
+    # -- helpers ---------------------------------------------------------------------------------
+    def _begin(self, key: str, what: str) -> None:
+        if key in self.in_flight:
+            raise invalid(f"session {key} already has an active {what}")
+        if len(self.in_flight) >= limits.MAX_CONCURRENT_OPERATIONS:
+            raise invalid(f"too many concurrent session operations (limit {limits.MAX_CONCURRENT_OPERATIONS})")
+        self.in_flight.add(key)
+
+    def _session(self, params: dict[str, Any]) -> Session:
+        sid = params.get("sessionId")
+        sess = self.sessions.get(sid) if isinstance(sid, str) else None
+        if sess is None:
+            raise invalid(f"unknown session id {sid!r}"[:200])
+        return sess
+
+    def model_options(self, current: str) -> list[str]:
+        opts: list[str] = []
+        for m in [self.args.model, *(getattr(self.args, "models", "") or "").split(","), current]:
+            m = (m or "").strip()
+            if m and m not in opts:
+                opts.append(m)
+        return opts
+
+    def config_options(self, sess: Session) -> list[dict[str, Any]]:
+        opts = self.model_options(sess.model)
+        if not opts:
+            return []
+        return [
+            {
+                "id": "model",
+                "name": "Model",
+                "description": "The litellm model this session talks to",
+                "category": "model",
+                "type": "select",
+                "currentValue": sess.model,
+                "options": [{"value": m, "name": m} for m in opts],
+            }
+        ]
+
+    def session_state(self, sess: Session) -> dict[str, Any]:
+        out: dict[str, Any] = {"modes": {"currentModeId": sess.mode, "availableModes": MODES}}
+        cfg = self.config_options(sess)
+        if cfg:
+            out["configOptions"] = cfg
+        return out
+
+    async def send_update(self, sess: Session, update: dict[str, Any], turn: Turn | None = None) -> None:
+        params = {"sessionId": sess.id, "update": update}
+        if turn is not None:
+            size = len(json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 40
+            if turn.sent_bytes + size > limits.MAX_TURN_UPDATE_BYTES:
+                turn.limit_exceeded = True
+                raise UpdateBudgetExceeded()
+            turn.sent_bytes += size
+        await self.conn.notify("session/update", params)
+
+    async def say(self, sess: Session, kind: str, text: str, turn: Turn | None = None) -> None:
+        await self.send_update(sess, {"sessionUpdate": kind, "content": {"type": "text", "text": text}}, turn)
+
+    # -- dispatch --------------------------------------------------------------------------------
     def handle_notification(self, method: str, params: Any) -> None:
         if method == "session/cancel" and isinstance(params, dict):
-            self.cancelled.add(str(params.get("sessionId")))
+            sess = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+            if sess is None:
+                return  # harmless
+            sess.cancelled = True
+            if sess.turn_task is not None and not sess.turn_task.done():
+                sess.turn_task.cancel()
+        # unknown notifications are ignored
 
     async def handle_request(self, method: str, params: Any) -> Any:
         params = params if isinstance(params, dict) else {}
-        if method == "initialize":
-            return {
-                "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": False, "promptCapabilities": {"embeddedContext": True}},
-                "agentInfo": {"name": "jupyter-acp-agent", "title": "Jupyter ACP built-in agent", "version": __version__},
-                "authMethods": [],
-            }
-        if method == "session/new":
-            sid = "jacp_" + uuid.uuid4().hex
-            self.sessions[sid] = {"cwd": params.get("cwd")}
-            return {"sessionId": sid}
-        if method == "session/prompt":
-            sid = params.get("sessionId")
-            if sid not in self.sessions:
-                raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
-            self.cancelled.discard(sid)
-            text = " ".join(b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text")
-            if self.args.echo:
-                return await self._echo(sid, text)
-            await self._say(sid, "agent_message_chunk", NO_MODEL_MESSAGE)
-            return {"stopReason": "end_turn"}
-        raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+        handler = {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/prompt": self.prompt,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
+            "session/close": self.close_session,
+        }.get(method)
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+        return await handler(params)
 
-    async def _say(self, sid: str, kind: str, text: str) -> None:
-        await self.conn.notify(
-            "session/update", {"sessionId": sid, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}
-        )
+    # -- initialize ------------------------------------------------------------------------------
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        asked = params.get("protocolVersion")
+        self.client_caps = params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
+        meta = self.client_caps.get("_meta") if isinstance(self.client_caps.get("_meta"), dict) else {}
+        entry = (meta.get(convention.NAMESPACE) or {}) if isinstance(meta.get(convention.NAMESPACE), dict) else {}
+        ct = entry.get(convention.CLIENT_TOOLS_KEY)
+        self.client_tools = ct if isinstance(ct, dict) else {}
+        caps: dict[str, Any] = {"loadSession": not self.echo, "promptCapabilities": {"embeddedContext": True}}
+        if not self.echo:
+            caps["mcpCapabilities"] = {"http": True, "sse": False}
+            caps["sessionCapabilities"] = {"resume": {}, "close": {}}
+            caps["_meta"] = convention.agent_capability_meta()
+        return {
+            "protocolVersion": 1 if not isinstance(asked, int) or asked >= 1 else asked,
+            "agentCapabilities": caps,
+            "agentInfo": {"name": "jupyter-acp-agent", "title": "Jupyter ACP built-in agent", "version": __version__},
+            "authMethods": [],
+        }
 
-    async def _echo(self, sid: str, text: str) -> dict[str, Any]:
-        await self._say(sid, "agent_thought_chunk", "Echoing your prompt.")
+    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {}  # the client is the local parent process that started us
+
+    # -- session set-up --------------------------------------------------------------------------
+    async def _tools_for(self, sess: Session, specs: list[limits.McpServerSpec], reason: str) -> None:
+        """Gather the session's tools: client tools (meta or request mode), MCP servers, the plan tool."""
+        timeout = float(self.args.tool_timeout)
+        tools: list[Tool] = [plan_tool()]
+        discovery = self.client_tools.get("discovery")
+
+        async def client_list() -> list[Tool]:
+            if discovery == convention.DISCOVERY_META:
+                return client_tools_from(self.client_tools.get("tools"), self.conn, timeout)
+            if discovery == convention.DISCOVERY_REQUEST:
+                try:
+                    res = await self.conn.request(
+                        convention.TOOLS_LIST_METHOD,
+                        {"cwd": sess.cwd, "_meta": {convention.NAMESPACE: {"sessionId": sess.id, "reason": reason}}},
+                        timeout=30,
+                    )
+                except (RpcError, asyncio.TimeoutError) as exc:
+                    log.warning("client tool list request failed: %s", type(exc).__name__)
+                    return []
+                return client_tools_from((res or {}).get("tools") if isinstance(res, dict) else None, self.conn, timeout)
+            return []
+
+        async def connect(spec: limits.McpServerSpec) -> McpConnection | None:
+            mc = McpConnection(spec, sess.cwd)
+            try:
+                await mc.start(float(self.args.mcp_start_timeout))
+            except Exception as exc:  # noqa: BLE001 - one bad server does not sink the session
+                log.warning("MCP server %r did not start: %s", spec.name, type(exc).__name__)
+                return None
+            return mc
+
+        results = await asyncio.gather(client_list(), *(connect(s) for s in specs))
+        tools.extend(results[0])
+        for mc in results[1:]:
+            if mc is not None:
+                sess.mcp.append(mc)
+                tools.extend(mc.as_tools(trust_annotations=self.args.trust_mcp_annotations, call_timeout=timeout))
+        for t in tools:
+            if t.name in sess.tools:
+                log.warning("skipped a duplicate tool name")
+                continue
+            sess.tools[t.name] = t
+
+    def _start_warmup(self) -> None:
+        if not self.echo and self.args.model:
+            self.litellm.start()
+
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        if len(self.sessions) >= limits.MAX_SESSIONS:
+            raise invalid(f"too many sessions (limit {limits.MAX_SESSIONS})")
+        self._setup_ids += 1
+        key = f"setup-{self._setup_ids}"
+        self._begin(key, "set-up")
+        try:
+            cwd = limits.check_cwd(params.get("cwd"))
+            specs = [] if self.echo else limits.check_mcp_servers(params.get("mcpServers"))
+            sid = limits.SESSION_PREFIX + uuid.uuid4().hex
+            if not limits.is_session_id(sid):  # our bug, not the client's
+                raise RpcError(INTERNAL_ERROR, "minted a session id outside the acp: namespace")
+            sess = Session(id=sid, cwd=cwd, mode=self.args.mode, model=self.args.model)
+            if self.echo:
+                self.sessions[sid] = sess
+                return {"sessionId": sid}
+            try:
+                self.store.create(sid, sess.meta())
+            except OSError as exc:
+                raise RpcError(INTERNAL_ERROR, f"failed to create session: {exc.strerror or exc}") from None
+            await self._tools_for(sess, specs, "new")
+            if len(self.sessions) >= limits.MAX_SESSIONS:
+                await self._discard(sess)
+                raise invalid(f"too many sessions (limit {limits.MAX_SESSIONS})")
+            self.sessions[sid] = sess
+            return {"sessionId": sid, **self.session_state(sess)}
+        finally:
+            self.in_flight.discard(key)
+            self._start_warmup()
+
+    async def _discard(self, sess: Session) -> None:
+        for mc in sess.mcp:
+            await mc.close()
+        sess.mcp.clear()
+
+    async def _reopen(self, params: dict[str, Any], reason: str) -> tuple[Session, list[dict[str, Any]]]:
+        if self.echo:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": f"session/{reason}"})
+        sid = params.get("sessionId")
+        if not limits.is_session_id(sid):
+            raise invalid("session id is outside the acp: namespace")
+        assert isinstance(sid, str)
+        if sid not in self.sessions and len(self.sessions) >= limits.MAX_SESSIONS:
+            raise invalid(f"too many sessions (limit {limits.MAX_SESSIONS})")
+        self._begin(sid, "operation")
+        try:
+            cwd = limits.check_cwd(params.get("cwd"))
+            specs = limits.check_mcp_servers(params.get("mcpServers"))
+            try:
+                meta, messages = self.store.load(sid)
+            except SessionNotFound:
+                raise invalid(f"unknown session id {sid}") from None
+            except HistoryTooLarge:
+                raise RpcError(INTERNAL_ERROR, "cannot replay session history") from None
+            except (OSError, ValueError) as exc:
+                raise RpcError(INTERNAL_ERROR, f"cannot read session history: {type(exc).__name__}") from None
+            updates: list[dict[str, Any]] = []
+            if reason == "load":
+                try:
+                    updates = history_to_updates(messages)
+                except HistoryTooLarge:
+                    raise RpcError(INTERNAL_ERROR, "cannot replay session history") from None
+                total = sum(len(json.dumps(u, ensure_ascii=False).encode("utf-8")) for u in updates)
+                if total > limits.MAX_HISTORY_BYTES:
+                    raise RpcError(INTERNAL_ERROR, "cannot replay session history")
+            old = self.sessions.pop(sid, None)
+            if old is not None:
+                await self._discard(old)
+            mode = meta.get("mode") if meta.get("mode") in MODE_IDS else self.args.mode
+            sess = Session(id=sid, cwd=cwd, mode=mode, model=str(meta.get("model") or self.args.model), messages=messages)
+            if cwd != meta.get("cwd"):
+                self.store.save_meta(sid, sess.meta())
+            await self._tools_for(sess, specs, reason)
+            return sess, updates
+        except BaseException:
+            self.in_flight.discard(sid)
+            raise
+
+    async def load_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        sess, updates = await self._reopen(params, "load")
+        try:
+            try:
+                for u in updates:
+                    await self.send_update(sess, u)
+            except ConnectionClosed:
+                await self._discard(sess)
+                raise RpcError(INTERNAL_ERROR, "client went away during replay") from None
+            self.sessions[sess.id] = sess
+            return self.session_state(sess)
+        finally:
+            self.in_flight.discard(sess.id)
+            self._start_warmup()
+
+    async def resume_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        sess, _ = await self._reopen(params, "resume")
+        try:
+            self.sessions[sess.id] = sess
+            return self.session_state(sess)
+        finally:
+            self.in_flight.discard(sess.id)
+            self._start_warmup()
+
+    async def close_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        sess = self._session(params)
+        if sess.turn_task is not None and not sess.turn_task.done():
+            sess.cancelled = True
+            sess.turn_task.cancel()
+        self.sessions.pop(sess.id, None)
+        await self._discard(sess)
+        return {}
+
+    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        sess = self._session(params)
+        mode = params.get("modeId")
+        if mode not in MODE_IDS:
+            raise invalid(f"unknown mode {mode!r}"[:100])
+        sess.mode = str(mode)
+        self._save_meta(sess)
+        await self.send_update(sess, {"sessionUpdate": "current_mode_update", "currentModeId": sess.mode})
+        return {}
+
+    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        sess = self._session(params)
+        if params.get("configId") != "model":
+            raise invalid("unknown config option")
+        value = params.get("value")
+        if not isinstance(value, str) or value not in self.model_options(sess.model):
+            raise invalid("unknown model")
+        sess.model = value
+        self._save_meta(sess)
+        return {"configOptions": self.config_options(sess)}
+
+    def _save_meta(self, sess: Session) -> None:
+        if self.echo:
+            return
+        try:
+            self.store.save_meta(sess.id, sess.meta())
+        except OSError as exc:
+            log.warning("could not save session settings: %s", type(exc).__name__)
+
+    # -- prompts ---------------------------------------------------------------------------------
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        sess = self._session(params)
+        if self.echo:
+            text = limits.prompt_text(params.get("prompt"), joiner=" ", text_only=True)
+        else:
+            text = limits.prompt_text(params.get("prompt"))
+        self._begin(sess.id, "prompt")
+        sess.cancelled = False  # a cancel sent before this turn must not leak into it
+        turn = Turn()
+        if self.echo:
+            task = asyncio.ensure_future(self._echo(sess, turn, text))
+        elif not sess.model:
+            task = asyncio.ensure_future(self._no_model(sess, turn, text))
+        else:
+            from .model import run_turn
+
+            task = asyncio.ensure_future(run_turn(self, sess, turn, text))
+        sess.turn_task = task
+        try:
+            await asyncio.wait({task})
+        finally:
+            if not task.done():
+                task.cancel()
+            sess.turn_task = None
+            self.in_flight.discard(sess.id)
+        if turn.limit_exceeded:
+            raise RpcError(INTERNAL_ERROR, f"turn updates exceed {limits.MAX_TURN_UPDATE_BYTES} bytes")
+        if sess.cancelled or task.cancelled():
+            return {"stopReason": "cancelled"}
+        exc = task.exception()
+        if isinstance(exc, ConnectionClosed):
+            return {"stopReason": "cancelled"}
+        if exc is not None:
+            raise RpcError(INTERNAL_ERROR, f"turn failed: {exc}"[:2000])
+        return {"stopReason": task.result()}
+
+    async def _no_model(self, sess: Session, turn: Turn, text: str) -> str:
+        await self.say(sess, "agent_message_chunk", NO_MODEL_MESSAGE, turn)
+        return "end_turn"
+
+    async def _echo(self, sess: Session, turn: Turn, text: str) -> str:
+        await self.say(sess, "agent_thought_chunk", "Echoing your prompt.", turn)
+        delay = float(getattr(self.args, "echo_delay", 0) or 0)
         words = text.split(" ")
         for i, word in enumerate(words):
-            if sid in self.cancelled:
-                return {"stopReason": "cancelled"}
-            await self._say(sid, "agent_message_chunk", word if i == 0 else " " + word)
-            await asyncio.sleep(0)
-        return {"stopReason": "end_turn"}
+            if sess.cancelled:
+                return "cancelled"
+            try:
+                await self.say(sess, "agent_message_chunk", word if i == 0 else " " + word, turn)
+            except UpdateBudgetExceeded:
+                return "cancelled"  # limit_exceeded is set: the answer is internal_error
+            await asyncio.sleep(delay)
+        return "end_turn"
+
+    # -- shutdown --------------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        self.closing = True
+        for sess in self.sessions.values():
+            if sess.turn_task is not None and not sess.turn_task.done():
+                sess.turn_task.cancel()
+        closers = [mc.close(5.0) for sess in self.sessions.values() for mc in sess.mcp]
+        if closers:
+            try:
+                await asyncio.wait_for(asyncio.gather(*closers, return_exceptions=True), 10)
+            except asyncio.TimeoutError:
+                log.warning("MCP servers did not stop within 10 s")
 
 
 async def run(args: argparse.Namespace) -> None:
-    conn = await serve_stdio(lambda c: BuiltinAgent(c, args))
+    """Serve ACP on the process's stdin and (the saved) stdout until the client closes the pipe."""
+    import sys
+
+    holder: dict[str, JsonRpcConnection] = {}
+
+    def on_bad_frame(text: str) -> None:
+        # never log the frame itself: it may carry a prompt or a secret
+        if "frame limit" in text:
+            log.error("an incoming frame exceeded %d bytes: closing the connection", limits.MAX_FRAME_BYTES)
+            conn = holder.get("conn")
+            if conn is not None:
+                conn.close("frame over the limit")
+        else:
+            log.warning("skipped a malformed incoming line")
+
+    wire_out = getattr(args, "wire_out", None)
+    saved = sys.stdout
+    if wire_out is not None:
+        sys.stdout = wire_out  # serve_stdio writes to sys.stdout; everything else keeps going to stderr
+    try:
+        agent_box: dict[str, BuiltinAgent] = {}
+
+        def make(c: JsonRpcConnection) -> BuiltinAgent:
+            agent_box["agent"] = BuiltinAgent(c, args)
+            return agent_box["agent"]
+
+        conn = await serve_stdio(make, max_frame_bytes=limits.MAX_FRAME_BYTES, on_bad_frame=on_bad_frame)
+    finally:
+        sys.stdout = saved
+    holder["conn"] = conn
     await conn.wait_closed()
+    log.info("connection closed (%s): shutting down", conn.close_reason)
+    await agent_box["agent"].shutdown()

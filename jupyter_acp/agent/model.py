@@ -1,0 +1,213 @@
+"""One prompt turn against a litellm model: stream text and reasoning, run tool calls, loop.
+
+Every update goes through ``BuiltinAgent.send_update`` (the per-turn 8 MiB budget).  Tool calls are
+reported as ``tool_call`` then ``tool_call_update`` with capped raw input and output; tools that are not
+read-only ask ``session/request_permission`` first, as the session's mode and the tool's source say.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .tools import PLAN_TOOL, Tool, ToolResult, cap_value, plan_entries
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import BuiltinAgent, Session, Turn
+
+log = logging.getLogger("jupyter_acp.agent.model")
+
+MAX_TOOL_TEXT_FOR_MODEL = 64 * 1024
+
+SYSTEM_PROMPT = (
+    "You are a helpful coding assistant working inside Jupyter. The working directory is {cwd}. "
+    "Use the tools you are given when they help; tools named client_* act on the user's notebook. "
+    "For a task of several steps, keep a plan with the update_plan tool. Answer concisely."
+)
+
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+]
+
+
+def _tool_kind(tool: Tool) -> str:
+    if tool.read_only:
+        return "read"
+    lowered = tool.name.lower()
+    for word, kind in (("execute", "execute"), ("run", "execute"), ("delete", "delete"), ("edit", "edit"),
+                       ("write", "edit"), ("insert", "edit"), ("search", "search"), ("fetch", "fetch")):
+        if word in lowered:
+            return kind
+    return "other"
+
+
+async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) -> str:
+    litellm = await agent.litellm.get()
+    user = {"role": "user", "content": text}
+    sess.messages.append(user)
+    agent.store.append(sess.id, user)
+    tools = [t.to_model() for t in sess.tools.values()]
+    kwargs: dict[str, Any] = {}
+    if agent.args.api_base:
+        kwargs["api_base"] = agent.args.api_base
+    if agent.args.api_key:
+        kwargs["api_key"] = agent.args.api_key
+    if tools:
+        kwargs["tools"] = tools
+    system = {"role": "system", "content": SYSTEM_PROMPT.format(cwd=sess.cwd)}
+    try:
+        for _round in range(int(agent.args.max_turn_requests)):
+            turn.partial_text = ""
+            stream = await litellm.acompletion(
+                model=sess.model, messages=[system, *sess.messages], stream=True, timeout=agent.args.model_timeout, **kwargs
+            )
+            calls: dict[int, dict[str, Any]] = {}
+            async for chunk in stream:
+                choices = getattr(chunk, "choices", None) or []
+                if not choices:
+                    continue
+                delta = choices[0].delta
+                reasoning = getattr(delta, "reasoning_content", None)
+                if reasoning:
+                    await agent.say(sess, "agent_thought_chunk", reasoning, turn)
+                content = getattr(delta, "content", None)
+                if content:
+                    turn.partial_text += content
+                    await agent.say(sess, "agent_message_chunk", content, turn)
+                for tc in getattr(delta, "tool_calls", None) or []:
+                    idx = getattr(tc, "index", None) or 0
+                    slot = calls.setdefault(idx, {"id": "", "name": "", "arguments": ""})
+                    if getattr(tc, "id", None):
+                        slot["id"] = tc.id
+                    fn = getattr(tc, "function", None)
+                    if fn is not None:
+                        if getattr(fn, "name", None):
+                            slot["name"] += fn.name
+                        if getattr(fn, "arguments", None):
+                            slot["arguments"] += fn.arguments
+            text_out = turn.partial_text
+            turn.partial_text = ""
+            if not calls:
+                reply = {"role": "assistant", "content": text_out}
+                sess.messages.append(reply)
+                agent.store.append(sess.id, reply)
+                return "end_turn"
+            ordered = [calls[k] for k in sorted(calls)]
+            for n, c in enumerate(ordered):
+                c["id"] = c["id"] or f"call_{_round}_{n}"
+            assistant = {
+                "role": "assistant",
+                "content": text_out or None,
+                "tool_calls": [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+                    for c in ordered
+                ],
+            }
+            results = []
+            for c in ordered:
+                result = await run_tool(agent, sess, turn, c["id"], c["name"], c["arguments"])
+                results.append({"role": "tool", "tool_call_id": c["id"], "content": result})
+            sess.messages.extend([assistant, *results])
+            agent.store.append(sess.id, assistant, *results)
+        return "max_turn_requests"
+    except BaseException:
+        if turn.partial_text:  # keep what the user saw
+            partial = {"role": "assistant", "content": turn.partial_text}
+            sess.messages.append(partial)
+            try:
+                agent.store.append(sess.id, partial)
+            except OSError:
+                pass
+        raise
+
+
+async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, name: str, raw_args: str) -> str:
+    """Run one tool call; the returned text is what the model reads."""
+    tool = sess.tools.get(name)
+    try:
+        arguments = json.loads(raw_args) if raw_args.strip() else {}
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments are not a JSON object")
+    except ValueError as exc:
+        arguments = None
+        bad_args = str(exc)
+    if tool is not None and tool.source == "plan":
+        entries = plan_entries(arguments or {})
+        await agent.send_update(sess, {"sessionUpdate": "plan", "entries": entries}, turn)
+        return "plan updated"
+    await agent.send_update(
+        sess,
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": call_id,
+            "title": name,
+            "kind": _tool_kind(tool) if tool else "other",
+            "status": "pending",
+            "rawInput": cap_value(arguments if arguments is not None else raw_args),
+        },
+        turn,
+    )
+    if tool is None or tool.call is None:
+        return await _finish(agent, sess, turn, call_id, ToolResult(f"[unknown tool: {name}]", True, {"error": "unknown tool"}))
+    if arguments is None:
+        return await _finish(agent, sess, turn, call_id, ToolResult(f"[invalid tool arguments: {bad_args}]", True, {"error": bad_args}))
+    if needs_permission(agent, sess, tool):
+        outcome = await agent.conn.request(
+            "session/request_permission",
+            {
+                "sessionId": sess.id,
+                "toolCall": {
+                    "toolCallId": call_id,
+                    "title": name,
+                    "kind": _tool_kind(tool),
+                    "status": "pending",
+                    "rawInput": cap_value(arguments),
+                },
+                "options": PERMISSION_OPTIONS,
+            },
+        )
+        chosen = ((outcome or {}).get("outcome") or {}) if isinstance(outcome, dict) else {}
+        option = chosen.get("optionId") if chosen.get("outcome") == "selected" else None
+        if option == "allow_always":
+            sess.always_allowed.add(tool.name)
+        elif option != "allow_once":
+            if sess.cancelled:
+                raise _Cancelled()
+            why = "the user rejected this tool call" if option else "the permission request was cancelled"
+            return await _finish(agent, sess, turn, call_id, ToolResult(f"[{why}]", True, {"error": why}))
+    await agent.send_update(sess, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}, turn)
+    result = await tool.call(arguments, sess.id, call_id)
+    return await _finish(agent, sess, turn, call_id, result)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def needs_permission(agent: BuiltinAgent, sess: Session, tool: Tool) -> bool:
+    if tool.read_only or tool.name in sess.always_allowed:
+        return False
+    policy = agent.args.mcp_permission if tool.source == "mcp" else agent.args.client_tools_permission
+    if policy == "ask":
+        return True
+    return sess.mode != "auto"
+
+
+async def _finish(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, result: ToolResult) -> str:
+    text = result.text
+    shown = text if len(text) <= MAX_TOOL_TEXT_FOR_MODEL else text[:MAX_TOOL_TEXT_FOR_MODEL] + "\n[... truncated]"
+    await agent.send_update(
+        sess,
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "status": "failed" if result.is_error else "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": cap_value(shown) if len(shown) > 65536 else shown}}],
+            "rawOutput": cap_value(result.raw if result.raw is not None else text),
+        },
+        turn,
+    )
+    return shown

@@ -1,0 +1,285 @@
+"""A fake OpenAI-compatible chat-completions server on 127.0.0.1, scripted by rules.
+
+For tests, demos and users' own CI: point any OpenAI-compatible client (litellm's ``openai/<name>``
+with ``api_base=<url>``) at it and get deterministic answers, streamed or not, including tool calls.
+
+Rules are tried in order; the first that matches the request answers it:
+
+``match``      regex searched in the text of the last message (default: matches anything)
+``role``       role the last message must have: ``"user"`` (default), ``"tool"`` or ``"any"``
+``tool``       regex on the offered tool names: answer with a call to the first tool that matches
+               (the rule is skipped when no offered tool matches)
+``arguments``  the tool call's arguments (a JSON object, default ``{}``)
+``text``       the answer's text; ``{last}`` is replaced by the last message's text
+``repeat``     repeat ``text`` this many times (long streams for benchmarks)
+``reasoning``  text streamed first as ``reasoning_content`` (a thinking model)
+``chunk``      characters per streamed chunk (default: one word per chunk)
+``delay``      seconds to wait before each streamed chunk (slow models, cancellation tests)
+``status``     answer with this HTTP error status instead (``text`` is the error message)
+``times``      use the rule at most this many times
+
+With no rule matching, a tool result is answered ``"Tool result: {last}"`` and anything else
+``"You said: {last}"``.
+
+Use it in-process (``FakeModel(rules).start_in_thread()`` or ``await FakeModel(rules).start()``) or as
+``python -m jupyter_acp.testing.fake_model --port N --script rules.json`` (a JSON list of rules, or an
+object with a ``rules`` list).  Every request body is kept in ``FakeModel.requests``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+_ids = itertools.count(1)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _split(text: str, size: int | None) -> list[str]:
+    if not text:
+        return []
+    if size:
+        return [text[i : i + size] for i in range(0, len(text), size)]
+    return re.findall(r"\S*\s*|\s+", text)[:-1] or [text]
+
+
+class FakeModel:
+    """The server.  ``url`` (``http://127.0.0.1:PORT/v1``) is what clients take as their API base."""
+
+    def __init__(self, rules: list[dict[str, Any]] | None = None, *, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.rules = [dict(r) for r in (rules or [])]
+        self.host = host
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self._uses: dict[int, int] = {}
+        self._runner: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # -- choosing an answer ----------------------------------------------------------------------
+    def answer_for(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages") or []
+        last = messages[-1] if messages else {}
+        last_role = last.get("role", "user")
+        last_text = message_text(last)
+        tool_names = [
+            (t.get("function") or {}).get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)
+        ]
+        for i, rule in enumerate(self.rules):
+            if rule.get("times") is not None and self._uses.get(i, 0) >= int(rule["times"]):
+                continue
+            role = rule.get("role", "user")
+            if role != "any" and role != last_role:
+                continue
+            if rule.get("match") is not None and not re.search(rule["match"], last_text, re.S):
+                continue
+            answer: dict[str, Any] = {k: rule[k] for k in ("reasoning", "chunk", "delay", "status") if k in rule}
+            if rule.get("tool") is not None:
+                name = next((n for n in tool_names if re.search(rule["tool"], n)), None)
+                if name is None:
+                    continue
+                answer["tool_call"] = {"name": name, "arguments": rule.get("arguments") or {}}
+                answer["text"] = rule.get("text", "").replace("{last}", last_text)
+            else:
+                answer["text"] = rule.get("text", "").replace("{last}", last_text) * int(rule.get("repeat", 1))
+            self._uses[i] = self._uses.get(i, 0) + 1
+            return answer
+        if last_role == "tool":
+            return {"text": f"Tool result: {last_text}"}
+        return {"text": f"You said: {last_text}"}
+
+    # -- HTTP ------------------------------------------------------------------------------------
+    async def _completions(self, request: Any) -> Any:
+        from aiohttp import web
+
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, status=400)
+        self.requests.append(body)
+        answer = self.answer_for(body)
+        model = body.get("model", "fake")
+        if answer.get("status"):
+            err = {"error": {"message": answer.get("text") or "scripted error", "type": "server_error", "code": None}}
+            return web.json_response(err, status=int(answer["status"]))
+        cid = f"chatcmpl-{next(_ids)}"
+        created = int(time.time())
+        tool_call = answer.get("tool_call")
+        call_id = f"call_{next(_ids)}"
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": answer.get("text") or None}
+            if answer.get("reasoning"):
+                message["reasoning_content"] = answer["reasoning"]
+            if tool_call:
+                message["tool_calls"] = [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": tool_call["name"], "arguments": json.dumps(tool_call["arguments"])},
+                    }
+                ]
+            return web.json_response(
+                {
+                    "id": cid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_call else "stop"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+            )
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        delay = float(answer.get("delay") or 0)
+
+        async def send(delta: dict[str, Any], finish: str | None = None) -> None:
+            chunk = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+
+        await send({"role": "assistant", "content": ""})
+        size = answer.get("chunk")
+        for piece in _split(answer.get("reasoning") or "", size):
+            if delay:
+                await asyncio.sleep(delay)
+            await send({"reasoning_content": piece})
+        for piece in _split(answer.get("text") or "", size):
+            if delay:
+                await asyncio.sleep(delay)
+            await send({"content": piece})
+        if tool_call:
+            args = json.dumps(tool_call["arguments"])
+            await send(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": call_id, "type": "function", "function": {"name": tool_call["name"], "arguments": ""}}
+                    ]
+                }
+            )
+            half = len(args) // 2
+            for part in (args[:half], args[half:]):
+                await send({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+        await send({}, "tool_calls" if tool_call else "stop")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
+
+    async def start(self) -> FakeModel:
+        """Start serving in the running event loop."""
+        from aiohttp import web
+
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        for prefix in ("/v1", ""):
+            app.router.add_post(prefix + "/chat/completions", self._completions)
+            app.router.add_get(prefix + "/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- in a thread of its own (synchronous tests) ----------------------------------------------
+    def start_in_thread(self) -> FakeModel:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:  # pragma: no cover - reported to the caller
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-model", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if failure:
+            raise failure[0]
+        return self
+
+    def stop_thread(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> FakeModel:
+        return self.start_in_thread()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop_thread()
+
+
+def load_script(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if isinstance(data, dict):
+        data = data.get("rules") or []
+    if not isinstance(data, list):
+        raise ValueError("a script is a JSON list of rules or an object with a 'rules' list")
+    return data
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.fake_model", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--script", help="JSON file of rules")
+    args = p.parse_args(argv)
+    rules = load_script(args.script) if args.script else []
+
+    async def serve() -> None:
+        model = await FakeModel(rules, port=args.port).start()
+        print(f"fake model listening on {model.url}", flush=True)
+        await asyncio.Event().wait()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
