@@ -15,3 +15,10 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     return [{"src": "labextension", "dest": "jupyter-acp-host"}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_acp``: register ``%acp`` and ``%%acp`` (imported only then)."""
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
