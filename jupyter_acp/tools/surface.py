@@ -48,6 +48,8 @@ class ToolContext:
     turn_id: str | None = None
     tool_call_id: str | None = None
     channel: str = "client-tools"
+    #: per-call memo for availability checks (kernel id, language, writability asked once per call)
+    cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def notebook(self) -> str:
@@ -63,7 +65,14 @@ class ToolContext:
 
     async def kernel_id(self) -> str | None:
         """The notebook's *current* kernel (restarts and switches follow)."""
-        return await self.hub.kernel_id_for(self.session.notebook)
+        if "kernel_id" not in self.cache:
+            self.cache["kernel_id"] = await self.hub.kernel_id_for(self.session.notebook)
+        return self.cache["kernel_id"]
+
+    @property
+    def services(self) -> Any:
+        """Shared services of the tool surface (kernel bridge, notebook access, frontend bridge)."""
+        return self.hub.tools.services
 
 
 @dataclass
@@ -77,6 +86,9 @@ class ToolDef:
     available: Availability | None = None
     method: str = ""
     annotations: dict[str, Any] = field(default_factory=dict)
+    #: the executor bounds its own waits (permission prompts, user-given timeouts): no outer timeout
+    own_timeouts: bool = False
+    title: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.startswith(convention.TOOL_NAME_PREFIX):
@@ -84,6 +96,26 @@ class ToolDef:
         if not self.method:
             self.method = convention.TOOL_METHOD_PREFIX + self.name[len(convention.TOOL_NAME_PREFIX) :]
         self.annotations = {"readOnlyHint": self.read_only, "destructiveHint": self.destructive, **self.annotations}
+        if self.title:
+            self.annotations.setdefault("title", self.title)
+        self._validator: Any = None
+
+    def validate(self, arguments: Any) -> str | None:
+        """None when the arguments fit the schema, else a message the model can act on."""
+        if not isinstance(arguments, dict):
+            return "arguments must be a JSON object"
+        if self._validator is None:
+            import jsonschema
+
+            self._validator = jsonschema.Draft202012Validator(self.input_schema)
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        parts = []
+        for err in errors[:5]:
+            where = "/".join(str(p) for p in err.absolute_path) or "arguments"
+            parts.append(f"{where}: {err.message}")
+        return "; ".join(parts)
 
     def to_wire(self) -> dict[str, Any]:
         """The convention's tool description (MCP's tool shape plus ``method``)."""
@@ -103,6 +135,8 @@ class ToolSurface:
         self._tools: dict[str, ToolDef] = {}
         self._by_method: dict[str, ToolDef] = {}
         self.call_timeout = call_timeout
+        #: shared services the executors use (set by the registry; see ``registry.ToolServices``)
+        self.services: Any = None
         for tool in tools or []:
             self.register(tool)
 
@@ -120,6 +154,7 @@ class ToolSurface:
         return list(self._tools.values())
 
     async def list_tools(self, ctx: ToolContext) -> list[ToolDef]:
+        ctx.cache.clear()
         out = []
         for tool in self._tools.values():
             try:
@@ -129,12 +164,34 @@ class ToolSurface:
                 log.exception("availability check of %s failed; tool withheld", tool.name)
         return out
 
+    async def _available(self, tool: ToolDef, ctx: ToolContext) -> bool:
+        """Only the called tool's availability is asked at call time (cheap, and never stale)."""
+        if tool.available is None:
+            return True
+        try:
+            return bool(await tool.available(ctx))
+        except Exception:
+            log.exception("availability check of %s failed; tool withheld", tool.name)
+            return False
+
+    async def close(self) -> None:
+        """Release what the services hold (kernel clients); called at server stop."""
+        closer = getattr(self.services, "close", None)
+        if closer is not None:
+            await closer()
+
     async def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run a tool; every outcome, failures included, is a ``CallToolResult``."""
+        ctx.cache.clear()
         tool = self._tools.get(name)
-        if tool is None or tool not in await self.list_tools(ctx):
+        if tool is None or not await self._available(tool, ctx):
             return error_result(f"unknown tool: {name} is not available for this notebook", kind="unknown_tool")
+        problem = tool.validate(arguments)
+        if problem is not None:
+            return error_result(f"invalid arguments for {name}: {problem}", kind="invalid_arguments")
         try:
+            if tool.own_timeouts:
+                return await tool.executor(ctx, arguments)
             return await asyncio.wait_for(tool.executor(ctx, arguments), self.call_timeout)
         except asyncio.TimeoutError:
             return error_result(f"{name} timed out after {self.call_timeout:g} s", kind="timeout")
