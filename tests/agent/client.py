@@ -23,6 +23,7 @@ class AgentClient:
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.init_result: dict[str, Any] = {}
         self.stderr_path: str | None = None
+        self.bad_frames: list[str] = []  # anything on the agent's stdout that is not JSON-RPC
 
     # handler protocol
     def handle_notification(self, method: str, params: Any) -> None:
@@ -58,7 +59,8 @@ class AgentClient:
         if stderr_path:
             err.close()  # type: ignore[union-attr]
         assert self.proc.stdin and self.proc.stdout
-        self.conn = JsonRpcConnection(self.proc.stdout, self.proc.stdin, self, max_frame_bytes=64 << 20, name="agent")
+        self.conn = JsonRpcConnection(self.proc.stdout, self.proc.stdin, self, max_frame_bytes=64 << 20, name="agent",
+                                       on_bad_frame=self.bad_frames.append)
         self.conn.start()
         if initialize is not None:
             self.init_result = await self.request("initialize", initialize)
