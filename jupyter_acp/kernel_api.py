@@ -28,7 +28,6 @@ import json
 import os
 import secrets
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
@@ -345,22 +344,34 @@ class PermissionHandler(KernelHandler):
         self.send({"request_id": request_id, "option_id": option_id})
 
 
-async def reset_session(hub: SessionHub, old: NotebookSession) -> NotebookSession:
-    """A new conversation for the same notebook and agent; the old transcript stays in the store.
+async def reset_session(hub: SessionHub, session: NotebookSession) -> NotebookSession:
+    """A new conversation for the notebook: the agent forgets, the transcript keeps a marker.
 
-    TODO(hub owner): this belongs in ``SessionHub.reset_session``; it uses the hub's private helpers.
+    The store keeps one session per (notebook, agent), so the notebook session stays and its ACP session
+    is replaced. TODO(hub owner): this belongs in ``SessionHub.reset``; it uses ``hub._save``.
     """
-    from .store import SessionRecord
-
-    if old.turn is not None:
-        await hub.cancel(old)
-    now = time.time()
-    rec = SessionRecord(id=uuid.uuid4().hex, notebook=old.notebook, agent=old.agent, cwd=old.cwd, created=now, updated=now)
-    hub._save(rec)
-    new = NotebookSession(rec, 0)
-    hub._add(new)
-    hub.emit(old, "notice", level="info", text=f"a new session was started for this notebook: {new.id}", phase="session_reset")
-    return await hub.open_session(new.notebook, new.agent)
+    if session.turn is not None:
+        await hub.cancel(session)
+        deadline = time.monotonic() + hub.app.cancel_grace + 1
+        while session.turn is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if session.turn is not None:
+            raise HubError("the running turn did not end; try again", 409)
+    conn = hub.connections.get(session.agent)
+    old = session.acp_session_id
+    if conn is not None and conn.alive and old and conn.supports_close:
+        with contextlib.suppress(Exception):
+            await conn.request("session/close", {"sessionId": old}, timeout=5)
+    session.record.acp_session_id = None
+    session.record.updated = time.time()
+    hub._save(session.record)
+    session.acp_generation = None
+    session.reseed = False
+    hub.emit(
+        session, "notice", level="info", phase="session_reset",
+        text="new conversation: the agent does not remember what came before this point",
+    )
+    return await hub.open_session(session.notebook, session.agent)
 
 
 def handlers() -> list[tuple[str, Any]]:

@@ -547,7 +547,7 @@ class AcpMagics(Magics):
             opts = parse_options(tokens, positional_agent=True, stop_at_text=False)
             if not cell.strip():
                 raise AcpError("the prompt is empty: write it in the cell body, below %%acp")
-            return self.run_prompt(cell, opts)
+            return self.run_prompt(cell.strip(), opts)
         stripped = line.strip()
         word, _, rest = stripped.partition(" ")
         rest = rest.strip()
@@ -654,7 +654,9 @@ class AcpMagics(Magics):
         events = self._call(self.backend.events, session["id"], 0, 0)["events"]
         turns: list[list[str]] = []
         for e in events:
-            if e["type"] == "turn_started":
+            if e["type"] == "notice" and e.get("phase") == "session_reset":
+                turns = []  # the agent forgot what came before: so does the history
+            elif e["type"] == "turn_started":
                 text = " ".join(b.get("text", "") for b in e.get("prompt", []) if b.get("type") == "text")
                 turns.append([text, ""])
             elif e["type"] == "session_update" and turns:
@@ -672,7 +674,7 @@ class AcpMagics(Magics):
 
     def cmd_reset(self) -> None:
         session = self._call(self.backend.open, self.agent_for(None), True)
-        self._show(f"new session {session['id']} for this notebook with {session['agent']!r}")
+        self._show(f"new conversation with {session['agent']!r} in this notebook's session {session['id']}")
 
     def cmd_cancel(self) -> None:
         session = self._session()
