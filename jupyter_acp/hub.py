@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import convention
+from . import convention, jsonwire
 from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from .acp.wire import RpcError
 from .client import ClientEndpoint
@@ -31,7 +31,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-Subscriber = Callable[[list[dict[str, Any]]], None]
+#: called with a batch of events and the same events JSON-encoded (encoded once, for store and wire)
+Subscriber = Callable[[list[dict[str, Any]], list[str]], None]
+
+
+def encode(event: dict[str, Any]) -> str:
+    return jsonwire.dumps(event)
 
 
 class HubError(Exception):
@@ -115,6 +120,7 @@ class SessionHub:
         self.tools = tools
         self.sessions: dict[str, NotebookSession] = {}
         self._by_key: dict[tuple[str, str], NotebookSession] = {}
+        self._by_acp: dict[tuple[str, str], NotebookSession] = {}
         self.connections: dict[str, AgentConnection] = {}
         self._flush_scheduled = False
         self._dirty: set[NotebookSession] = set()
@@ -128,6 +134,8 @@ class SessionHub:
     def _add(self, session: NotebookSession) -> None:
         self.sessions[session.id] = session
         self._by_key[(session.notebook, session.agent)] = session
+        if session.acp_session_id:
+            self._by_acp[(session.agent, session.acp_session_id)] = session
 
     def specs(self) -> dict[str, AgentSpec]:
         return self.app.agent_specs
@@ -217,11 +225,6 @@ class SessionHub:
         session.seq += 1
         event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
         session.recent.append(event)
-        if self._store_failed is None:
-            try:
-                self.store.append(session.id, event)
-            except StoreError as exc:
-                self._store_failure(str(exc))
         session.outbox.append(event)
         self._dirty.add(session)
         self._schedule_flush()
@@ -233,17 +236,27 @@ class SessionHub:
             asyncio.get_event_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
+        """Store this tick's events in one transaction, then hand them to subscribers."""
         self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        batches = []
+        for session in dirty:
+            events, session.outbox = session.outbox, []
+            encoded = [encode(e) for e in events]
+            batches.append((session, events, encoded))
+            if self._store_failed is None:
+                try:
+                    self.store.append_many(session.id, events, encoded)
+                except StoreError as exc:
+                    self._store_failure(str(exc))
         try:
             self.store.commit()
         except StoreError as exc:
             self._store_failure(str(exc))
-        dirty, self._dirty = self._dirty, set()
-        for session in dirty:
-            events, session.outbox = session.outbox, []
+        for session, events, encoded in batches:
             for sub in list(session.subscribers):
                 try:
-                    sub(events)
+                    sub(events, encoded)
                 except Exception:
                     log.exception("event subscriber failed; dropping it")
                     session.subscribers.discard(sub)
@@ -275,15 +288,17 @@ class SessionHub:
     def subscribe(self, session: NotebookSession, after: int, sub: Subscriber) -> tuple[list[dict[str, Any]], Callable[[], None]]:
         """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller)."""
         replay = self.events(session, after)
-        # events recorded but not yet flushed are in the replay already; drop them from the live path
+        # events stored before this call come from the replay; the live path only sends newer ones
         last = replay[-1]["seq"] if replay else after
         seen = {"last": last}
 
-        def deliver(events: list[dict[str, Any]]) -> None:
-            fresh = [e for e in events if e["seq"] > seen["last"]]
-            if fresh:
-                seen["last"] = fresh[-1]["seq"]
-                sub(fresh)
+        def deliver(events: list[dict[str, Any]], encoded: list[str]) -> None:
+            if events and events[0]["seq"] <= seen["last"]:
+                pairs = [(e, t) for e, t in zip(events, encoded) if e["seq"] > seen["last"]]
+                events, encoded = [p[0] for p in pairs], [p[1] for p in pairs]
+            if events:
+                seen["last"] = events[-1]["seq"]
+                sub(events, encoded)
 
         session.subscribers.add(deliver)
         return replay, lambda: session.subscribers.discard(deliver)
@@ -398,7 +413,10 @@ class SessionHub:
                 result = await conn.request("session/new", {"cwd": session.cwd, "mcpServers": mcp_servers})
                 if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
                     raise AgentError(f"agent {conn.name!r} answered session/new without a session id")
+                if session.acp_session_id:
+                    self._by_acp.pop((session.agent, session.acp_session_id), None)
                 session.record.acp_session_id = result["sessionId"]
+                self._by_acp[(session.agent, result["sessionId"])] = session
                 self._save(session.record)
             session.acp_generation = conn.generation
             if isinstance(result, dict):
@@ -430,10 +448,10 @@ class SessionHub:
             conn.setting_up = None
 
     def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
-        for session in self._sessions_of(conn.name):
-            if session.acp_session_id == acp_session_id:
-                return session
-        return None
+        """The notebook session behind an agent's session id; only sessions of *this* agent."""
+        if not isinstance(acp_session_id, str):
+            return None
+        return self._by_acp.get((conn.name, acp_session_id))
 
     # -- turns -----------------------------------------------------------------------------------
     def _active_turns(self, agent: str) -> int:

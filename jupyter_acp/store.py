@@ -8,7 +8,6 @@ from memory.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -16,6 +15,8 @@ import time
 from typing import Any
 
 from pydantic import BaseModel
+
+from . import jsonwire
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,20 @@ class TranscriptStore:
         ]
 
     # -- events ----------------------------------------------------------------------------------
-    def append(self, session_id: str, event: dict[str, Any]) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO events (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
-            (session_id, event["seq"], event["type"], json.dumps(event, ensure_ascii=False, separators=(",", ":"))),
-        )
+    def append_many(self, session_id: str, events: list[dict[str, Any]], encoded: list[str]) -> None:
+        """Stage events (already JSON-encoded once, for the store and the wire alike)."""
+        db = self.db
+        try:
+            if not self._dirty:
+                db.execute("BEGIN")
+                self._dirty = True
+            db.executemany(
+                "INSERT OR REPLACE INTO events (session_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                [(session_id, e["seq"], e["type"], text) for e, text in zip(events, encoded)],
+            )
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise StoreError(f"could not save the transcript: {exc}") from exc
 
     def read(self, session_id: str, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         sql = "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq"
@@ -119,7 +129,7 @@ class TranscriptStore:
             sql += " LIMIT ?"
             args += (limit,)
         try:
-            return [json.loads(r[0]) for r in self.db.execute(sql, args)]
+            return [jsonwire.loads(r[0]) for r in self.db.execute(sql, args)]
         except sqlite3.Error as exc:
             raise StoreError(f"could not read the transcript: {exc}") from exc
 

@@ -133,3 +133,16 @@ def message_text(events: list[dict[str, Any]], turn_id: str | None = None, kind:
         if inside and e["type"] == "session_update" and e["update"].get("sessionUpdate") == kind:
             out.append(e["update"]["content"].get("text", ""))
     return "".join(out)
+
+
+def process_alive(pid: int) -> bool:
+    """True while a process exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False

@@ -24,7 +24,9 @@ async def read_until(ws: WebSocketClientConnection, stop, limit: int = 100_000) 
         msg = await ws.read_message()
         if msg is None:
             break
-        got.append(json.loads(msg))
+        batch = json.loads(msg)
+        assert isinstance(batch, list) and batch, "each message is a non-empty array of events"
+        got.extend(batch)
         if stop(got):
             break
     return got

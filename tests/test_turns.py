@@ -9,7 +9,7 @@ import os
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from .conftest import message_text, scripted
+from .conftest import message_text, process_alive, scripted
 
 
 @pytest.fixture
@@ -233,24 +233,12 @@ async def test_no_orphan_after_server_stop(api, make_notebook, jp_serverapp, tmp
     assert len(pids) == 2
     await app.hub.stop()
     for _ in range(50):
-        alive = [p for p in pids if _alive(p)]
+        alive = [p for p in pids if process_alive(p)]
         if not alive:
             break
         await asyncio.sleep(0.1)
     assert not alive, f"orphaned agent processes: {alive}"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_agent_env_is_curated(api, make_notebook, jp_serverapp, monkeypatch):

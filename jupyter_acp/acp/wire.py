@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from .. import jsonwire
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +131,7 @@ class JsonRpcConnection:
     def _send(self, message: dict[str, Any]) -> None:
         if self._closed.is_set():
             raise ConnectionClosed(self.close_reason or "connection closed")
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        self._writer.write(data)
+        self._writer.write(jsonwire.dumps_line(message))
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
         """Send a request and await its result; a JSON-RPC error raises ``RpcError``."""
@@ -168,6 +168,7 @@ class JsonRpcConnection:
     async def _read_loop(self) -> None:
         buf = bytearray()
         discarding = 0  # bytes of an oversized frame skipped so far (0: not discarding)
+        handled = 0
         reason = "agent closed its output"
         try:
             while True:
@@ -211,6 +212,12 @@ class JsonRpcConnection:
                         continue
                     if line.strip():
                         self._dispatch_line(line)
+                        handled += 1
+                        if handled % 128 == 0:
+                            await asyncio.sleep(0)  # let the first events out before the whole block
+                # read() returns at once while the buffer holds data: yield, so what we just
+                # dispatched reaches subscribers before the next block is parsed.
+                await asyncio.sleep(0)
         except asyncio.CancelledError:
             reason = "closed by client"
             raise
@@ -222,7 +229,7 @@ class JsonRpcConnection:
 
     def _dispatch_line(self, line: bytes) -> None:
         try:
-            msg = json.loads(line)
+            msg = jsonwire.loads(line)
         except ValueError:
             preview = line[:120].decode("utf-8", "replace")
             self._on_bad_frame(f"ignored a line that is not JSON: {preview!r}")
