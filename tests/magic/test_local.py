@@ -1,0 +1,124 @@
+"""The magic without a server (plain IPython), server discovery, and a server lost mid-answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from jupyter_acp import magic
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_ipython(code: str, tmp_path, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER_ACP_", "JPY_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH", "")) if p)
+    env["HOME"] = str(tmp_path)
+    env.update(env_extra)
+    script = tmp_path / "script.ipy"
+    script.write_text(textwrap.dedent(code))
+    return subprocess.run(
+        [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "--HistoryManager.enabled=False", str(script)],
+        capture_output=True, text=True, timeout=90, cwd=tmp_path, env=env,
+    )
+
+
+def test_plain_ipython_drives_the_agent_itself(tmp_path):
+    proc = run_ipython(
+        """
+        %load_ext jupyter_acp
+        x = 42
+        %acp --agent echo hello {x} and {unknown}
+        %acp use echo
+        %acp status
+        %acp history
+        %acp -f code print({x})
+        print("next input:", repr(get_ipython().rl_next_input))
+        %acp agents
+        """,
+        tmp_path,
+    )
+    out, err = proc.stdout, proc.stderr
+    assert "hello 42 and {unknown}" in out, (out, err)
+    assert err.count("the agent runs inside this kernel") == 1, err
+    assert "no notebook cells, no sidebar" in err
+    assert "mode: local" in out and "agent: echo" in out
+    assert "You: hello 42 and {unknown}" in out
+    assert "next input: 'print(42)'" in out
+    assert "echo ← in use" in out
+
+
+def test_server_lost_mid_answer_keeps_what_arrived(tmp_path):
+    proc = run_ipython(
+        """
+        %load_ext jupyter_acp
+        from jupyter_acp.magic import ServerGone
+        m = get_ipython().magics_manager.registry["AcpMagics"]
+
+        class Gone:
+            mode = "server"
+            calls = 0
+            def prompt(self, agent, new, text, extra, context):
+                return {"turn_id": "t1", "after": 0, "session": {"id": "s1", "agent": "echo", "notebook": "nb.ipynb"}}
+            def events(self, sid, after, wait):
+                self.calls += 1
+                if self.calls > 1:
+                    raise ServerGone("connection refused")
+                chunk = lambda i, t: {"seq": i, "type": "session_update", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": t}}}
+                return {"events": [{"seq": 1, "type": "turn_started", "turn_id": "t1"}, chunk(2, "partial "), chunk(3, "answer")]}
+            def cancel(self, sid):
+                return False
+
+        m._backend = Gone()
+        %acp hello
+        print("after the error")
+        """,
+        tmp_path,
+    )
+    assert "partial answer" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "went away mid-answer" in proc.stdout + proc.stderr
+    assert "UsageError" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_discovery_env_then_runtime_file_and_stale_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("JUPYTER_ACP_URL", "http://127.0.0.1:1/")
+    monkeypatch.setenv("JUPYTER_ACP_TOKEN", "s3cret")
+    assert magic.discover_server() == ("http://127.0.0.1:1/", "s3cret", "environment")
+    monkeypatch.delenv("JUPYTER_ACP_URL")
+    monkeypatch.delenv("JUPYTER_ACP_TOKEN")
+    monkeypatch.delenv("JPY_PARENT_PID", raising=False)
+    assert magic.discover_server() is None
+    # a live parent: its runtime file is used
+    me = os.getpid()
+    (tmp_path / f"jupyter_acp-{me}.json").write_text(json.dumps({"url": "http://h:1/", "token": "t", "pid": me}))
+    monkeypatch.setenv("JPY_PARENT_PID", str(me))
+    assert magic.discover_server() == ("http://h:1/", "t", str(tmp_path / f"jupyter_acp-{me}.json"))
+    # a killed server leaves its file behind: ignored
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f"jupyter_acp-{dead.pid}.json").write_text(json.dumps({"url": "http://h:2/", "token": "t", "pid": dead.pid}))
+    monkeypatch.setenv("JPY_PARENT_PID", str(dead.pid))
+    assert magic.discover_server() is None
+
+
+def test_interpolation_and_options():
+    ns = {"name": "world", "df": {"a": 1}, "n": 3.14159}
+    # str.format rules, as %%ai: {df[a]} indexes, quotes and expressions are left alone
+    text = "hi {name} {df[a]} {df['a']} {n:.2f} {nope} {{name}} {1+1}"
+    assert magic.interpolate(text, ns) == "hi world 1 {df['a']} 3.14 {nope} {{name}} {1+1}"
+    assert magic.interpolate('json {"a": 1}', ns) == 'json {"a": 1}'
+    opts = magic.parse_options(["echo", "-f", "code", "--new", "--timeout=5"], positional_agent=True, stop_at_text=False)
+    assert (opts.agent, opts.format, opts.new, opts.timeout) == ("echo", "code", True, 5.0)
+    opts = magic.parse_options("-f md explain this -f".split(), positional_agent=False, stop_at_text=True)
+    assert opts.format == "markdown" and opts.rest == ["explain", "this", "-f"]
+    with pytest.raises(magic.AcpError, match="unknown option"):
+        magic.parse_options(["--bogus"], positional_agent=True, stop_at_text=False)
+    assert magic.extract_code("Here:\n```python\nx = 1\n```\nbye") == "x = 1"
