@@ -470,10 +470,15 @@ class KernelBridge:
         async with conn.execute_lock:
             conn.client.shell_channel.send(msg)
             try:
-                reply = await asyncio.wait_for(fut, timeout)
+                reply = await asyncio.wait_for(asyncio.shield(fut), timeout)
                 await asyncio.wait_for(idle.wait(), 5)
             except asyncio.TimeoutError:
                 await self.interrupt(kernel_id)
+                try:  # the interrupt ends the run; wait for it so the next run starts clean
+                    await asyncio.wait_for(asyncio.shield(fut), 5)
+                    await asyncio.wait_for(idle.wait(), 2)
+                except asyncio.TimeoutError:
+                    pass
                 return {"status": "timeout", "outputs": outputs, "timeout": timeout}
             finally:
                 conn._replies.pop(mid, None)

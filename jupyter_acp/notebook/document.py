@@ -273,8 +273,32 @@ class NotebookAccess:
             return False
         return bool(model.get("writable", True))
 
+    def _configure_ystore(self) -> None:
+        """jupyter-server-ydoc (3.0.4) builds the YStore of a room made by ``get_document(create=True)``
+        without its config, so ``SQLiteYStore.db_path`` is ignored and ``.jupyter_ystore.db`` lands in
+        the server's CWD.  Hand it a subclass that carries the extension's config."""
+        ext = self.ydoc_ext
+        if getattr(ext, "_jupyter_acp_ystore_configured", False):
+            return
+        base = ext.ystore_class
+        config = ext.config
+
+        class ConfiguredYStore(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                kwargs.setdefault("config", config)
+                super().__init__(*args, **kwargs)
+
+        ConfiguredYStore.__name__ = base.__name__
+        ConfiguredYStore.__qualname__ = base.__qualname__
+        try:
+            ext.ystore_class = ConfiguredYStore
+        except Exception:
+            log.debug("could not hand the YStore its config", exc_info=True)
+        ext._jupyter_acp_ystore_configured = True
+
     async def open(self, path: str) -> Notebook:
         if self.rtc:
+            self._configure_ystore()
             try:
                 doc = await self.ydoc_ext.get_document(
                     path=path, content_type="notebook", file_format="json", copy=False, create=True

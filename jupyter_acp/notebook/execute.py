@@ -123,7 +123,7 @@ async def execute_cell(
         conn.client.shell_channel.send(msg)
         timed_out = False
         try:
-            reply = await asyncio.wait_for(fut, timeout)
+            reply = await asyncio.wait_for(asyncio.shield(fut), timeout)
             await asyncio.wait_for(idle.wait(), 10)
             status = reply["content"].get("status", "ok")
             state["count"] = reply["content"].get("execution_count", state["count"])
