@@ -114,10 +114,6 @@ class JupyterACP(ExtensionApp):
         token = getattr(self.serverapp.identity_provider, "token", "") or ""
         return curated_env(os.environ, passthrough=spec.passthrough_env, extra=spec.env, secrets=[token])
 
-    def mcp_servers_for(self, session: NotebookSession, conn: Any) -> list[dict[str, Any]]:
-        """MCP servers handed to the agent in session/new (the loopback tool host comes later)."""
-        return []
-
     def check_prompt(self, blocks: list[dict[str, Any]]) -> None:
         if len(blocks) > self.max_prompt_blocks:
             raise web.HTTPError(413, f"prompt has {len(blocks)} blocks; the limit is {self.max_prompt_blocks}")

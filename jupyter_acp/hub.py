@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from . import convention, jsonwire
 from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from .acp.wire import RpcError
+from .channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, stdio_shim_entry
 from .client import ClientEndpoint
 from .config import AgentSpec
 from .paths import PathError, notebook_api_path
@@ -90,6 +91,9 @@ class NotebookSession:
         self.always_allowed: set[str] = set()
         #: the agent lost the conversation: the next prompt carries the recent history
         self.reseed = False
+        #: channels carrying the tools to this session's agent, and whether it was told about them
+        self.channels: frozenset[str] = frozenset()
+        self.primed = False
 
     @property
     def id(self) -> str:
@@ -127,6 +131,7 @@ class SessionHub:
         self._store_failed: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
         for rec in store.load_sessions():
             self._add(NotebookSession(rec, store.last_seq(rec.id)))
 
@@ -340,6 +345,8 @@ class SessionHub:
                 self.emit(session, "notice", level="warning", text=f"agent {conn.name!r} {text}")
 
     def _on_agent_exit(self, conn: AgentConnection) -> None:
+        if self.mcp_host is not None:
+            self.mcp_host.revoke_agent(conn.name)
         for session in self._sessions_of(conn.name):
             if session.acp_generation == conn.generation:
                 session.acp_generation = None
@@ -386,7 +393,7 @@ class SessionHub:
     async def _open_acp_session(self, session: NotebookSession, conn: AgentConnection) -> None:
         conn.setting_up = session
         try:
-            mcp_servers = self.app.mcp_servers_for(session, conn)
+            mcp_servers = await self._mcp_servers(session, conn)
             previous = session.acp_session_id
             how = "new"
             result: Any = None
@@ -419,6 +426,8 @@ class SessionHub:
                 self._by_acp[(session.agent, result["sessionId"])] = session
                 self._save(session.record)
             session.acp_generation = conn.generation
+            if how == "new":
+                session.primed = False
             if isinstance(result, dict):
                 if result.get("modes") is not None:
                     session.modes = result["modes"]
@@ -446,6 +455,28 @@ class SessionHub:
             )
         finally:
             conn.setting_up = None
+
+    async def _tool_host(self) -> Any:
+        if self.mcp_host is None:
+            import importlib
+
+            # mcp.types takes about a second to import: off the event loop, and only when needed
+            module = await asyncio.to_thread(importlib.import_module, "jupyter_acp.channels.mcp_http")
+            if self.mcp_host is None:
+                self.mcp_host = module.McpToolHost(self)
+                self.mcp_host.start()
+        return self.mcp_host
+
+    async def _mcp_servers(self, session: NotebookSession, conn: AgentConnection) -> list[dict[str, Any]]:
+        """The ``mcpServers`` of session/new|load|resume: the tool host, when this agent needs it."""
+        session.channels = choose_channels(conn.spec.tool_channel, conn)
+        if not session.channels & {MCP_HTTP, MCP_STDIO}:
+            return []
+        host = await self._tool_host()
+        bearer = host.grant(session, conn.generation)
+        if MCP_HTTP in session.channels:
+            return [host.server_entry(bearer)]
+        return [stdio_shim_entry(host.url, bearer)]
 
     def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
         """The notebook session behind an agent's session id; only sessions of *this* agent."""
@@ -482,6 +513,9 @@ class SessionHub:
             if session.reseed:
                 blocks = self._seeded(session, blocks, turn.id)
                 session.reseed = False
+            if not session.primed and session.channels & {MCP_HTTP, MCP_STDIO}:
+                blocks = [{"type": "text", "text": notebook_preamble(session.notebook, session.cwd)}, *blocks]
+            session.primed = True
             turn.touch()
             request = asyncio.ensure_future(
                 conn.request("session/prompt", {"sessionId": session.acp_session_id, "prompt": blocks})
@@ -671,6 +705,8 @@ class SessionHub:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
+        if self.mcp_host is not None:
+            self.mcp_host.stop()
         self._flush()
 
     def kill_agents_now(self) -> None:
@@ -691,6 +727,7 @@ class SessionHub:
             "modes": session.modes,
             "config_options": session.config_options,
             "pending_permissions": list(session.pending_permissions),
+            "tool_channels": sorted(session.channels),
         }
 
 

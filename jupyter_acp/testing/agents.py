@@ -18,6 +18,8 @@ Behaviours:
   loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
   bad_version   answer initialize with protocol version 99
   fs            prompt "read PATH" or "write PATH TEXT": call fs/* and report the answer or the error
+  mcp_client    prompt "list" or "call TOOL {json args}": use the MCP server given in session/new
+                (HTTP or stdio) and report the JSON answer; "preamble?" reports the prompt's first block
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ScriptedAgent:
         self.b = args.behaviour
         self.sessions: dict[str, list[str]] = {}
         self.cancelled: set[str] = set()
+        self.sessions_mcp: dict[str, list[Any]] = {}
 
     # -- plumbing --------------------------------------------------------------------------------
     def _raw(self, data: bytes) -> None:
@@ -90,6 +93,7 @@ class ScriptedAgent:
             sys.stderr.flush()
         sid = "s_" + uuid.uuid4().hex[:12]
         self.sessions[sid] = []
+        self.sessions_mcp[sid] = params.get("mcpServers") or []
         return {"sessionId": sid}
 
     async def on_session_resume(self, params: dict[str, Any]) -> Any:
@@ -111,7 +115,8 @@ class ScriptedAgent:
         if sid not in self.sessions:
             raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
         self.cancelled.discard(sid)
-        text = " ".join(b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text")
+        texts = [b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"]
+        text = texts[-1] if texts else ""  # the user's words come last (a preamble may precede them)
         self.sessions[sid].append(text)
         b = self.b
         if b == "hang":
@@ -154,6 +159,21 @@ class ScriptedAgent:
                 report = f"error {exc.code}: {exc.message}"
             await self._chunk(sid, report)
             return {"stopReason": "end_turn"}
+        if b == "mcp_client":
+            if text == "preamble?":
+                blocks = [b for b in params.get("prompt") or [] if b.get("type") == "text"]
+                await self._chunk(sid, blocks[0]["text"] if len(blocks) > 1 else "no preamble")
+                return {"stopReason": "end_turn"}
+            verb, _, rest = text.partition(" ")
+            name, _, args = rest.partition(" ")
+            if verb == "list":
+                message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            else:
+                message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": name, "arguments": json.loads(args or "{}")}}
+            answer = await asyncio.to_thread(mcp_roundtrip, self.sessions_mcp.get(sid, []), message)
+            await self._chunk(sid, json.dumps(answer))
+            return {"stopReason": "end_turn"}
         if b == "big_frame":
             filler = "x" * self.args.size
             line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
@@ -173,6 +193,41 @@ class ScriptedAgent:
             if self.args.delay:
                 await asyncio.sleep(self.args.delay)
         return {"stopReason": "cancelled" if sid in self.cancelled else "end_turn"}
+
+
+def mcp_roundtrip(servers: list[dict[str, Any]], message: dict[str, Any]) -> Any:
+    """initialize + one request against the first MCP server of session/new, as an agent would."""
+    import urllib.error
+    import urllib.request
+
+    if not servers:
+        return {"error": "no MCP server was given in session/new"}
+    server = servers[0]
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "scripted", "version": "0"}}}
+    if server.get("type") == "http":
+        headers = {h["name"]: h["value"] for h in server.get("headers", [])}
+        headers["Content-Type"] = "application/json"
+        out = []
+        for msg in (init, message):
+            req = urllib.request.Request(server["url"], data=json.dumps(msg).encode(), headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    out.append(json.loads(resp.read()))
+            except urllib.error.HTTPError as exc:
+                return {"http_status": exc.code}
+        return out[-1]
+    env = {**os.environ, **{e["name"]: e["value"] for e in server.get("env", [])}}
+    proc = subprocess.Popen([server["command"], *server.get("args", [])], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
+    try:
+        lines = (json.dumps(init) + "\n" + json.dumps(message) + "\n").encode()
+        out, _ = proc.communicate(lines, timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    answers = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return answers[-1] if answers else {"error": "no answer from the stdio server"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,0 +1,62 @@
+"""Transports of the tool surface: the org.mini-me convention, loopback MCP over HTTP, a stdio shim.
+
+Which one an agent gets is decided here, after ``initialize`` has said what the agent can do.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..acp.connection import AgentConnection
+
+CLIENT_TOOLS = "client-tools"
+MCP_HTTP = "mcp-http"
+MCP_STDIO = "mcp-stdio"
+
+#: environment of the stdio shim: where the host listens and the session's bearer
+SHIM_URL_ENV = "JUPYTER_ACP_MCP_URL"
+SHIM_BEARER_ENV = "JUPYTER_ACP_MCP_BEARER"
+
+
+def choose_channels(configured: str, conn: AgentConnection) -> frozenset[str]:
+    """The channels that carry the tools to this agent.
+
+    ``auto``: the client-tools convention when the agent acknowledges it; else HTTP MCP when it
+    advertises it; else the stdio shim (every ACP agent must take stdio MCP servers).
+    ``mcpCapabilities`` alone is not trusted to rule HTTP out: configure ``mcp-http`` for agents
+    known to use it.
+    """
+    http = bool(conn.mcp_capabilities.get("http"))
+    if configured == "none":
+        return frozenset()
+    if configured == CLIENT_TOOLS:
+        return frozenset({CLIENT_TOOLS})
+    if configured in (MCP_HTTP, MCP_STDIO):
+        return frozenset({configured})
+    if configured == "both":
+        return frozenset({CLIENT_TOOLS, MCP_HTTP if http else MCP_STDIO})
+    if conn.client_tools_modes:
+        return frozenset({CLIENT_TOOLS})
+    return frozenset({MCP_HTTP if http else MCP_STDIO})
+
+
+def stdio_shim_entry(url: str, bearer: str) -> dict[str, Any]:
+    """A stdio MCP server entry (no ``type`` key: some agents skip typed stdio entries)."""
+    return {
+        "name": "jupyter",
+        "command": sys.executable,
+        "args": ["-m", "jupyter_acp.mcp_stdio"],
+        "env": [{"name": SHIM_URL_ENV, "value": url}, {"name": SHIM_BEARER_ENV, "value": bearer}],
+    }
+
+
+def notebook_preamble(notebook: str, cwd: str) -> str:
+    """Told to an MCP-channel agent at the first prompt of each session."""
+    return (
+        f"You are working inside the Jupyter notebook `{notebook}` (its folder: {cwd}). "
+        "The `jupyter` MCP server's client_* tools read, edit and run its cells, inspect the live kernel's "
+        "variables and show the user's selection: use them for anything in the notebook, and never edit "
+        ".ipynb files directly. The user's message follows."
+    )

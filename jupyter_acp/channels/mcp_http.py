@@ -1,0 +1,257 @@
+"""The loopback MCP tool host: the tool surface over Streamable HTTP, for agents that know no convention.
+
+Rules (embacle-tool-host, adapted): one listener on 127.0.0.1 at a port the kernel picks, accepting
+before any URL is handed out; a 256-bit bearer per ACP session, accepted from the
+``Authorization`` header only and compared in constant time; the bearer lists tools while its session
+is open, acts only while a turn of that session runs, and is revoked when the session is reopened,
+the agent dies or the server stops; unknown and revoked bearers fail alike (401 +
+``WWW-Authenticate: Bearer``); the tool list is asked per request and re-checked at call time; errors
+are answers (``isError``), never transport errors; requests carrying a browser ``Origin`` are refused.
+
+``mcp.types`` costs about a second to import, so this module is imported only when the first agent
+needs the host (in a worker thread), never at server start-up.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mcp.types as mt
+from tornado import httpserver, netutil, web
+
+from .. import __version__
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..hub import NotebookSession, SessionHub
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+PREFERRED_VERSION = "2025-11-25"
+UNAUTHORIZED = -32001
+SERVER_NAME = "jupyter"
+INSTRUCTIONS = (
+    "Tools of the Jupyter notebook this agent session is bound to: read its cells and outputs, edit them, "
+    "run them in the notebook's kernel, inspect the kernel's variables, see the user's selection. "
+    "Use these tools for anything in the notebook; never edit .ipynb files directly."
+)
+
+
+@dataclass
+class Grant:
+    """What one bearer may do: act for one notebook session of one agent process."""
+
+    bearer: str
+    session_id: str
+    agent: str
+    generation: int
+
+    def __repr__(self) -> str:  # never print the bearer
+        return f"Grant(session={self.session_id}, agent={self.agent}, generation={self.generation})"
+
+
+class McpToolHost:
+    def __init__(self, hub: SessionHub) -> None:
+        self.hub = hub
+        self._grants: list[Grant] = []
+        self._server: httpserver.HTTPServer | None = None
+        self._sockets: list[socket.socket] = []
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Bind and accept at once: the URL is valid as soon as this returns."""
+        if self._server is not None:
+            return
+        app = web.Application([(r"/mcp", McpHandler, {"host": self})], xsrf_cookies=False)
+        self._sockets = netutil.bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+        self.port = self._sockets[0].getsockname()[1]
+        self._server = httpserver.HTTPServer(app, max_body_size=8 * 1024 * 1024)
+        self._server.add_sockets(self._sockets)
+        log.info("MCP tool host listening on 127.0.0.1:%s", self.port)
+
+    def stop(self) -> None:
+        """Idempotent; revokes every bearer and frees the port."""
+        self._grants.clear()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    # -- bearers ---------------------------------------------------------------------------------
+    def grant(self, session: NotebookSession, generation: int) -> str:
+        """A fresh bearer for a session's (re)opened ACP session; the previous one stops working."""
+        self.revoke_session(session.id)
+        bearer = secrets.token_hex(32)
+        self._grants.append(Grant(bearer, session.id, session.agent, generation))
+        return bearer
+
+    def revoke_session(self, session_id: str) -> None:
+        self._grants = [g for g in self._grants if g.session_id != session_id]
+
+    def revoke_agent(self, agent: str) -> None:
+        self._grants = [g for g in self._grants if g.agent != agent]
+
+    @property
+    def open_grants(self) -> int:
+        return len(self._grants)
+
+    def lookup(self, bearer: str) -> Grant | None:
+        found = None
+        for grant in self._grants:  # no early exit: constant time over the list
+            if hmac.compare_digest(grant.bearer.encode(), bearer.encode()):
+                found = grant
+        return found
+
+    def server_entry(self, bearer: str) -> dict[str, Any]:
+        """The ``mcpServers`` entry handed to the agent in ``session/new``."""
+        return {
+            "type": "http",
+            "name": SERVER_NAME,
+            "url": self.url,
+            "headers": [{"name": "Authorization", "value": f"Bearer {bearer}"}],
+        }
+
+    # -- dispatch --------------------------------------------------------------------------------
+    async def dispatch(self, grant: Grant, message: dict[str, Any]) -> dict[str, Any] | None:
+        """One JSON-RPC message in, its answer out (None for a notification)."""
+        req_id = message.get("id")
+        is_request = "id" in message and req_id is not None
+        if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+            return _error(req_id, -32600, "Invalid Request")
+        if not is_request:
+            return None
+        method = message["method"]
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict):
+            return _error(req_id, -32602, "Invalid params: params must be an object")
+        params = params or {}
+        session = self.hub.sessions.get(grant.session_id)
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            result: Any = mt.InitializeResult(
+                protocol_version=asked if asked in SUPPORTED_VERSIONS else PREFERRED_VERSION,
+                capabilities=mt.ServerCapabilities(tools=mt.ToolsCapability(list_changed=False)),
+                server_info=mt.Implementation(name="jupyter-acp", version=__version__),
+                instructions=INSTRUCTIONS,
+            )
+        elif method == "ping":
+            return {"jsonrpc": "2.0", "id": req_id, "result": {}}
+        elif method == "tools/list":
+            tools = []
+            if session is not None:
+                ctx = self.hub.tool_context(session, "mcp-http")
+                for tool in await self.hub.tools.list_tools(ctx):
+                    tools.append(
+                        mt.Tool(
+                            name=tool.name,
+                            description=tool.description,
+                            input_schema=tool.input_schema,
+                            annotations=mt.ToolAnnotations(
+                                read_only_hint=tool.read_only, destructive_hint=tool.destructive
+                            ),
+                        )
+                    )
+            result = mt.ListToolsResult(tools=tools)
+        elif method == "tools/call":
+            name = params.get("name")
+            arguments = params.get("arguments") or {}
+            if not isinstance(name, str) or not isinstance(arguments, dict):
+                return _error(req_id, -32602, "Invalid params: tools/call needs {name, arguments?}")
+            result = await self._call(session, name, arguments, params)
+        else:
+            return _error(req_id, -32601, f"Method not found: {method}")
+        body = result if isinstance(result, dict) else result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return {"jsonrpc": "2.0", "id": req_id, "result": body}
+
+    async def _call(
+        self, session: NotebookSession | None, name: str, arguments: dict[str, Any], params: dict[str, Any]
+    ) -> dict[str, Any]:
+        from ..tools import error_result
+
+        if session is None:
+            return error_result("this notebook session is no longer open", kind="session_closed")
+        if session.turn is None:
+            return error_result(
+                "no turn of this notebook session is running; tools act only during a turn", kind="outside_turn"
+            )
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        ctx = self.hub.tool_context(session, "mcp-http", (meta or {}).get("toolCallId"))
+        if self.hub.tools.by_name(name) is None or self.hub.tools.by_name(name) not in await self.hub.tools.list_tools(ctx):
+            return error_result(f"unknown tool: {name}", kind="unknown_tool")
+        self.hub.count_tool_call(session)
+        return await self.hub.tools.call(ctx, name, arguments)
+
+
+def _error(req_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    err = mt.ErrorData(code=code, message=message, data=data).model_dump(exclude_none=True)
+    return {"jsonrpc": "2.0", "id": req_id, "error": err}
+
+
+class McpHandler(web.RequestHandler):
+    """``POST /mcp`` only; every other method answers 405."""
+
+    SUPPORTED_METHODS = ("POST", "GET", "DELETE", "PUT", "PATCH", "OPTIONS")
+
+    def initialize(self, host: McpToolHost) -> None:
+        self.host = host
+
+    def _reply(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        self.set_status(status)
+        for key, value in (headers or {}).items():
+            self.set_header(key, value)
+        if body is None:
+            self.finish()
+            return
+        text = json.dumps(body, separators=(",", ":"))
+        accept = self.request.headers.get("Accept", "")
+        if "text/event-stream" in accept and "application/json" not in accept:
+            self.set_header("Content-Type", "text/event-stream")
+            self.finish(f"event: message\ndata: {text}\n\n")
+        else:
+            self.set_header("Content-Type", "application/json")
+            self.finish(text)
+
+    def _not_allowed(self) -> None:
+        self._reply(405, headers={"Allow": "POST"})
+
+    get = delete = put = patch = options = _not_allowed  # type: ignore[assignment]
+
+    async def post(self) -> None:
+        if self.request.headers.get("Origin"):
+            # a browser on this machine must not reach the agent's tools (DNS rebinding)
+            self._reply(403, _error(None, UNAUTHORIZED, "requests from browsers are refused"))
+            return
+        auth = self.request.headers.get("Authorization", "")
+        grant = self.host.lookup(auth[7:].strip()) if auth.startswith("Bearer ") else None
+        if grant is None:
+            self._reply(401, _error(None, UNAUTHORIZED, "Unauthorized"), {"WWW-Authenticate": "Bearer"})
+            return
+        try:
+            message = json.loads(self.request.body or b"")
+        except ValueError as exc:
+            self._reply(200, _error(None, -32700, f"Parse error: {exc}"))
+            return
+        if not isinstance(message, dict):
+            self._reply(200, _error(None, -32600, "Invalid Request: batches are not supported"))
+            return
+        answer = await self.host.dispatch(grant, message)
+        if answer is None:
+            self._reply(204)  # a notification: nothing to say
+        else:
+            self._reply(200, answer)
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:  # keep headers (the bearer) out of logs
+        log.error("MCP host error: %s", value)
