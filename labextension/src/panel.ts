@@ -1,0 +1,1116 @@
+/**
+ * The sidebar: a chat bound to the notebook in focus.
+ *
+ * One `SessionView` per agent session (its model, its live stream and its DOM), kept while the
+ * sidebar lives, so switching notebooks is instant and each conversation keeps streaming. The view
+ * renders the model's items in order and re-renders only items whose `version` changed.
+ */
+import { NotebookActions, NotebookPanel, INotebookTracker } from '@jupyterlab/notebook';
+import { IRenderMimeRegistry, MimeModel, IRenderMime } from '@jupyterlab/rendermime';
+import {
+  LabIcon,
+  addIcon,
+  bugIcon,
+  copyIcon,
+  deleteIcon,
+  editIcon,
+  fileIcon,
+  inspectorIcon,
+  linkIcon,
+  listIcon,
+  refreshIcon,
+  runIcon,
+  searchIcon,
+  stopIcon
+} from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { AcpApi, ApiError, EventStream, IAgentInfo, ISessionInfo, StreamState } from './api';
+import {
+  ChatModel,
+  IPermission,
+  IPlanItem,
+  IToolItem,
+  ITurnEndItem,
+  IUserItem,
+  INoticeItem,
+  ITextItem,
+  Item,
+  lineDiff,
+  optionOrder
+} from './model';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+export interface IPanelOptions {
+  tracker: INotebookTracker;
+  rendermime: IRenderMimeRegistry;
+  api?: AcpApi;
+}
+
+export interface IPanelSettings {
+  defaultAgent: string;
+  includeSelection: boolean;
+}
+
+const AGENT_KEY = 'jupyter-acp:agent:';
+
+const KIND_ICONS: Record<string, LabIcon> = {
+  read: fileIcon,
+  edit: editIcon,
+  delete: deleteIcon,
+  move: linkIcon,
+  search: searchIcon,
+  execute: runIcon,
+  think: inspectorIcon,
+  fetch: refreshIcon,
+  switch_mode: listIcon,
+  other: bugIcon
+};
+
+const STATUS_LABEL: Record<string, string> = {
+  pending: 'pending',
+  in_progress: 'running',
+  completed: 'done',
+  failed: 'failed',
+  cancelled: 'cancelled'
+};
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  cls?: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (cls) {
+    node.className = cls;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function button(label: string, cls: string, onClick: () => void, icon?: LabIcon, title?: string): HTMLButtonElement {
+  const b = el('button', `jp-ACP-button ${cls}`);
+  b.type = 'button';
+  if (icon) {
+    b.appendChild(icon.element({ tag: 'span', className: 'jp-ACP-buttonIcon' }));
+  }
+  if (label) {
+    b.appendChild(el('span', 'jp-ACP-buttonLabel', label));
+  }
+  b.title = title ?? label;
+  b.setAttribute('aria-label', title ?? label);
+  b.addEventListener('click', e => {
+    e.preventDefault();
+    onClick();
+  });
+  return b;
+}
+
+function pretty(value: any): string {
+  if (typeof value === 'string') {
+    return value;
+  }
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+interface IEntry {
+  node: HTMLElement;
+  version: number;
+  renderer?: IRenderMime.IRenderer;
+  rendering?: boolean;
+  dirty?: boolean;
+  open?: boolean;
+}
+
+/** One agent session: its model, its stream and its rendered log. */
+class SessionView {
+  readonly model = new ChatModel();
+  readonly log = el('div', 'jp-ACP-log');
+  readonly nodes = new Map<string, IEntry>();
+  stream: EventStream | null = null;
+  stick = true;
+  startError: string | null = null;
+  historyIndex = -1;
+  private _poll: number | null = null;
+
+  constructor(
+    public info: ISessionInfo,
+    private readonly _api: AcpApi,
+    onChange: () => void
+  ) {
+    this.log.setAttribute('role', 'log');
+    this.log.setAttribute('aria-live', 'polite');
+    this.log.setAttribute('aria-label', 'Conversation with the agent');
+    this.log.addEventListener('scroll', () => {
+      this.stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 48;
+    });
+    this.model.onChange = onChange;
+    if (info.state === 'starting') {
+      this.model.phase = 'starting';
+    } else if (info.state === 'ready' || info.state === 'busy') {
+      this.model.phase = 'ready';
+    }
+    this.stream = new EventStream(
+      _api,
+      info.id,
+      () => this.model.lastSeq,
+      events => this.model.applyAll(events)
+    );
+    this.stream.onState = () => onChange();
+    this.watchStart(onChange);
+  }
+
+  /**
+   * A failed warm-up leaves no event (the error is recorded on the session and reported on the
+   * next prompt): poll the session while the agent starts, to show the failure right away.
+   */
+  watchStart(onChange: () => void): void {
+    if (this._poll !== null) {
+      return;
+    }
+    let tries = 0;
+    const tick = async () => {
+      this._poll = null;
+      tries++;
+      try {
+        const info = await this._api.request<ISessionInfo>(`sessions/${this.info.id}`);
+        this.info = info;
+        if (info.state === 'error' && info.error) {
+          this.startError = info.error;
+          onChange();
+          return;
+        }
+        if (info.state !== 'starting') {
+          this.startError = null;
+          if (this.model.phase === 'starting' || this.model.phase === 'unknown') {
+            this.model.phase = info.state === 'error' ? 'error' : 'ready';
+          }
+          onChange();
+          return;
+        }
+      } catch {
+        // the server is away; the stream's reconnect state says so
+      }
+      if (tries < 120) {
+        this._poll = window.setTimeout(tick, Math.min(500 * tries, 3000));
+      }
+    };
+    this._poll = window.setTimeout(tick, 300);
+  }
+
+  dispose(): void {
+    if (this._poll !== null) {
+      window.clearTimeout(this._poll);
+    }
+    this.stream?.dispose();
+    for (const entry of this.nodes.values()) {
+      entry.renderer?.dispose();
+    }
+    this.log.remove();
+  }
+}
+
+export class AgentPanel extends Widget {
+  readonly api: AcpApi;
+  settings: IPanelSettings = { defaultAgent: '', includeSelection: true };
+
+  private _tracker: INotebookTracker;
+  private _rendermime: IRenderMimeRegistry;
+  private _notebook: NotebookPanel | null = null;
+  private _views = new Map<string, SessionView>();
+  private _view: SessionView | null = null;
+  private _agents: IAgentInfo[] = [];
+  private _bindToken = 0;
+  private _renderScheduled = false;
+  private _transient: { text: string; level: string } | null = null;
+  private _includeSelection: boolean | null = null;
+  private _menuIndex = 0;
+
+  // DOM
+  private _header = el('div', 'jp-ACP-header');
+  private _title = el('div', 'jp-ACP-title');
+  private _agentSelect = el('select', 'jp-ACP-agentSelect');
+  private _mode = el('span', 'jp-ACP-mode');
+  private _status = el('div', 'jp-ACP-status');
+  private _body = el('div', 'jp-ACP-body');
+  private _empty = el('div', 'jp-ACP-empty');
+  private _composer = el('div', 'jp-ACP-composer');
+  private _menu = el('div', 'jp-ACP-slashMenu');
+  private _input = el('textarea', 'jp-ACP-input');
+  private _chip = el('button', 'jp-ACP-chip');
+  private _send: HTMLButtonElement;
+  private _stop: HTMLButtonElement;
+
+  constructor(options: IPanelOptions) {
+    super();
+    this.addClass('jp-ACP-panel');
+    this.api = options.api ?? new AcpApi();
+    this._tracker = options.tracker;
+    this._rendermime = options.rendermime;
+
+    // header: notebook name, agent picker, mode
+    const titleRow = el('div', 'jp-ACP-titleRow');
+    titleRow.append(this._title, this._mode);
+    const pickRow = el('label', 'jp-ACP-pickRow');
+    pickRow.append(el('span', 'jp-ACP-pickLabel', 'Agent'), this._agentSelect);
+    this._agentSelect.setAttribute('aria-label', 'Agent for this notebook');
+    this._agentSelect.addEventListener('change', () => this._pickAgent(this._agentSelect.value));
+    this._header.append(titleRow, pickRow);
+
+    this._status.setAttribute('role', 'status');
+    this._empty.append(
+      el('div', 'jp-ACP-emptyTitle', 'No notebook in focus'),
+      el(
+        'p',
+        '',
+        'The agent works on one notebook at a time: open or click a notebook and its conversation appears here. ' +
+          'Each notebook keeps its own agent session and history.'
+      )
+    );
+
+    // composer
+    this._input.rows = 3;
+    this._input.placeholder = 'Ask the agent… (Enter to send, Shift+Enter for a new line, / for commands)';
+    this._input.setAttribute('aria-label', 'Message to the agent');
+    this._input.addEventListener('keydown', e => this._onKey(e));
+    this._input.addEventListener('input', () => this._updateMenu());
+    this._menu.setAttribute('role', 'listbox');
+    this._menu.setAttribute('aria-label', 'Agent commands');
+    this._menu.hidden = true;
+    this._chip.type = 'button';
+    this._chip.addEventListener('click', () => {
+      this._includeSelection = !this._selectionOn();
+      this._updateChip();
+    });
+    this._send = button('Send', 'jp-mod-accept jp-ACP-send', () => void this._sendPrompt(), undefined, 'Send (Enter)');
+    this._stop = button('Stop', 'jp-mod-warn jp-ACP-stop', () => void this._cancel(), stopIcon, 'Stop the agent');
+    const row = el('div', 'jp-ACP-composerRow');
+    row.append(this._chip, el('span', 'jp-ACP-spacer'), this._stop, this._send);
+    this._composer.append(this._menu, this._input, row);
+
+    this.node.append(this._header, this._status, this._body, this._composer);
+
+    this._tracker.currentChanged.connect(() => this._follow(), this);
+    this._tracker.activeCellChanged.connect(() => this._updateChip(), this);
+    void this._loadAgents();
+    this._follow();
+  }
+
+  /** Apply user settings (Settings Editor). */
+  configure(settings: Partial<IPanelSettings>): void {
+    this.settings = { ...this.settings, ...settings };
+    this._updateChip();
+  }
+
+  get currentSession(): ISessionInfo | null {
+    return this._view?.info ?? null;
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    for (const v of this._views.values()) {
+      v.dispose();
+    }
+    this._views.clear();
+    super.dispose();
+  }
+
+  // -- binding to the notebook -----------------------------------------------------------------
+  private _follow(): void {
+    const nb = this._tracker.currentWidget;
+    if (nb === this._notebook && nb) {
+      return;
+    }
+    if (this._notebook) {
+      this._notebook.context.pathChanged.disconnect(this._onRename, this);
+    }
+    this._notebook = nb;
+    if (nb) {
+      nb.context.pathChanged.connect(this._onRename, this);
+      void nb.context.ready.then(() => {
+        if (this._notebook === nb) {
+          void this._bind();
+        }
+      });
+    }
+    void this._bind();
+  }
+
+  private _onRename(): void {
+    void this._bind();
+  }
+
+  private _path(): string | null {
+    const nb = this._notebook;
+    if (!nb || nb.isDisposed) {
+      return null;
+    }
+    return nb.context.localPath;
+  }
+
+  private async _bind(agent?: string): Promise<void> {
+    const token = ++this._bindToken;
+    const path = this._path();
+    this._transient = null;
+    if (!path) {
+      this._show(null);
+      return;
+    }
+    this._title.textContent = path.split('/').pop() ?? path;
+    this._title.title = path;
+    try {
+      let choice = agent ?? window.localStorage.getItem(AGENT_KEY + path) ?? undefined;
+      if (!choice) {
+        const existing = await this.api.sessions(path);
+        if (token !== this._bindToken) {
+          return;
+        }
+        existing.sort((a, b) => b.last_seq - a.last_seq);
+        choice = existing[0]?.agent ?? (this.settings.defaultAgent || undefined);
+      }
+      if (this._view && this._view.info.notebook === path && this._view.info.agent === choice && !agent) {
+        this._show(this._view);
+        return;
+      }
+      const info = await this.api.openSession(path, choice);
+      if (token !== this._bindToken) {
+        return;
+      }
+      let view = this._views.get(info.id);
+      if (!view) {
+        view = new SessionView(info, this.api, () => this._scheduleRender(view!));
+        this._views.set(info.id, view);
+      } else {
+        view.info = info;
+      }
+      this._show(view);
+    } catch (err) {
+      if (token !== this._bindToken) {
+        return;
+      }
+      this._show(null, `Could not open an agent session for ${path}: ${(err as Error).message}`);
+    }
+  }
+
+  private _show(view: SessionView | null, error?: string): void {
+    if (this._view && this._view !== view) {
+      this._view.log.remove();
+    }
+    this._view = view;
+    this._body.textContent = '';
+    const hasNotebook = !!this._path();
+    this.node.classList.toggle('jp-ACP-noNotebook', !hasNotebook);
+    if (!view) {
+      if (error) {
+        const box = el('div', 'jp-ACP-empty jp-ACP-error');
+        box.append(el('div', 'jp-ACP-emptyTitle', 'The agent server is not reachable'), el('p', '', error));
+        this._body.appendChild(box);
+      } else if (!hasNotebook) {
+        this._title.textContent = 'Agent';
+        this._title.title = '';
+        this._body.appendChild(this._empty);
+      }
+      this._renderChrome();
+      return;
+    }
+    this._body.appendChild(view.log);
+    this._syncAgentSelect();
+    this._render(view);
+    view.log.scrollTop = view.log.scrollHeight;
+    this._updateChip();
+  }
+
+  private async _loadAgents(): Promise<void> {
+    try {
+      this._agents = await this.api.agents();
+    } catch {
+      this._agents = [];
+    }
+    this._syncAgentSelect();
+  }
+
+  private _syncAgentSelect(): void {
+    const sel = this._agentSelect;
+    const current = this._view?.info.agent ?? '';
+    sel.textContent = '';
+    const configured = this._agents.filter(a => a.configured);
+    const detected = this._agents.filter(a => !a.configured);
+    for (const a of configured) {
+      const o = el('option', '', a.title + (a.available ? '' : ' (not installed)'));
+      o.value = a.name;
+      o.disabled = !a.available;
+      sel.appendChild(o);
+    }
+    if (detected.length) {
+      const g = el('optgroup');
+      g.label = 'Detected on PATH (add to JupyterACP.agents to use)';
+      for (const a of detected) {
+        const o = el('option', '', a.title);
+        o.value = a.name;
+        o.disabled = true;
+        g.appendChild(o);
+      }
+      sel.appendChild(g);
+    }
+    if (current && !configured.some(a => a.name === current)) {
+      const o = el('option', '', current);
+      o.value = current;
+      sel.appendChild(o);
+    }
+    sel.value = current;
+    sel.disabled = !this._view;
+  }
+
+  private _pickAgent(name: string): void {
+    const path = this._path();
+    if (!path || !name) {
+      return;
+    }
+    window.localStorage.setItem(AGENT_KEY + path, name);
+    void this._bind(name);
+  }
+
+  // -- rendering -------------------------------------------------------------------------------
+  private _scheduleRender(view: SessionView): void {
+    if (view !== this._view) {
+      return; // rendered when shown
+    }
+    if (this._renderScheduled) {
+      return;
+    }
+    this._renderScheduled = true;
+    requestAnimationFrame(() => {
+      this._renderScheduled = false;
+      if (this._view) {
+        this._render(this._view);
+      }
+    });
+  }
+
+  private _render(view: SessionView): void {
+    const stick = view.stick;
+    for (const item of view.model.items) {
+      let entry = view.nodes.get(item.id);
+      if (!entry) {
+        entry = { node: el('div'), version: -1 };
+        entry.node.dataset.kind = item.kind;
+        entry.node.dataset.turn = item.turnId ?? '';
+        view.nodes.set(item.id, entry);
+        view.log.appendChild(entry.node);
+      }
+      if (entry.version !== item.version) {
+        entry.version = item.version;
+        this._renderItem(view, item, entry);
+      }
+    }
+    this._renderChrome();
+    if (stick) {
+      view.log.scrollTop = view.log.scrollHeight;
+    }
+  }
+
+  private _renderItem(view: SessionView, item: Item, entry: IEntry): void {
+    switch (item.kind) {
+      case 'user':
+        return this._renderUser(item, entry);
+      case 'message':
+        return this._renderMessage(view, item, entry);
+      case 'thought':
+        return this._renderThought(view, item, entry);
+      case 'tool':
+        return this._renderTool(view, item, entry);
+      case 'plan':
+        return this._renderPlan(item, entry);
+      case 'turn_end':
+        return this._renderTurnEnd(item, entry);
+      case 'notice':
+        return this._renderNotice(item, entry);
+    }
+  }
+
+  private _renderUser(item: IUserItem, entry: IEntry): void {
+    const n = entry.node;
+    n.className = 'jp-ACP-item jp-ACP-user';
+    n.textContent = '';
+    n.appendChild(el('div', 'jp-ACP-userText', item.text));
+    if (item.attachments.length) {
+      const chips = el('div', 'jp-ACP-attachments');
+      for (const a of item.attachments) {
+        chips.appendChild(el('span', 'jp-ACP-attachment', a));
+      }
+      n.appendChild(chips);
+    }
+  }
+
+  private _renderMessage(view: SessionView, item: ITextItem, entry: IEntry): void {
+    const n = entry.node;
+    if (!entry.renderer) {
+      n.className = 'jp-ACP-item jp-ACP-message';
+      entry.renderer = this._rendermime.createRenderer('text/markdown');
+      entry.renderer.addClass('jp-ACP-markdown');
+      Widget.attach(entry.renderer, n);
+    }
+    if (entry.rendering) {
+      entry.dirty = true; // one render in flight; render the latest text when it lands
+      return;
+    }
+    entry.rendering = true;
+    const text = item.text;
+    const renderer = entry.renderer;
+    renderer
+      .renderModel(new MimeModel({ data: { 'text/markdown': text }, trusted: false }))
+      .catch(() => {
+        renderer.node.textContent = text;
+      })
+      .then(() => {
+        this._decorateCode(renderer.node);
+        entry.rendering = false;
+        if (entry.dirty) {
+          entry.dirty = false;
+          this._renderMessage(view, view.model.get(item.id) as ITextItem, entry);
+        } else if (view.stick && view === this._view) {
+          view.log.scrollTop = view.log.scrollHeight;
+        }
+      });
+  }
+
+  /** Copy and "insert as cell below" on every code block of a rendered answer. */
+  private _decorateCode(root: HTMLElement): void {
+    root.querySelectorAll('pre').forEach(pre => {
+      if (pre.parentElement?.classList.contains('jp-ACP-code')) {
+        return;
+      }
+      const wrap = el('div', 'jp-ACP-code');
+      pre.replaceWith(wrap);
+      const bar = el('div', 'jp-ACP-codeBar');
+      const code = () => pre.textContent ?? '';
+      const copy = button(
+        '',
+        'jp-ACP-iconButton',
+        () => {
+          void navigator.clipboard?.writeText(code()).then(() => {
+            copy.classList.add('jp-mod-done');
+            setTimeout(() => copy.classList.remove('jp-mod-done'), 1200);
+          });
+        },
+        copyIcon,
+        'Copy code'
+      );
+      const insert = button('', 'jp-ACP-iconButton', () => this._insertCell(code()), addIcon, 'Insert as a cell below');
+      bar.append(copy, insert);
+      wrap.append(bar, pre);
+    });
+  }
+
+  private _insertCell(source: string): void {
+    const nb = this._notebook;
+    if (!nb || nb.isDisposed) {
+      return;
+    }
+    const notebook = nb.content;
+    NotebookActions.insertBelow(notebook);
+    notebook.activeCell?.model.sharedModel.setSource(source.replace(/\n$/, ''));
+  }
+
+  private _renderThought(view: SessionView, item: ITextItem, entry: IEntry): void {
+    let details = entry.node.querySelector('details');
+    if (!details) {
+      entry.node.className = 'jp-ACP-item jp-ACP-thought';
+      details = el('details');
+      const summary = el('summary', 'jp-ACP-thoughtSummary', 'Thinking');
+      details.append(summary, el('div', 'jp-ACP-thoughtText'));
+      entry.node.appendChild(details);
+    }
+    const running = view.model.runningTurn === item.turnId && view.model.items[view.model.items.length - 1] === item;
+    details.querySelector('summary')!.textContent = running ? 'Thinking…' : 'Thought';
+    details.querySelector('.jp-ACP-thoughtText')!.textContent = item.text;
+  }
+
+  private _renderTool(view: SessionView, item: IToolItem, entry: IEntry): void {
+    const n = entry.node;
+    n.className = `jp-ACP-item jp-ACP-tool jp-mod-${item.status}`;
+    n.dataset.status = item.status;
+    n.dataset.toolCallId = item.toolCallId;
+    n.textContent = '';
+    const pending = item.permissions.some(p => !p.resolved);
+    const head = el('button', 'jp-ACP-toolHead');
+    head.type = 'button';
+    head.setAttribute('aria-expanded', String(!!entry.open));
+    head.appendChild((KIND_ICONS[item.toolKind] ?? bugIcon).element({ tag: 'span', className: 'jp-ACP-toolIcon' }));
+    head.appendChild(el('span', 'jp-ACP-toolTitle', item.title));
+    head.appendChild(el('span', `jp-ACP-badge jp-mod-${item.status}`, STATUS_LABEL[item.status] ?? item.status));
+    head.title = `${item.toolKind} tool call: show arguments and output`;
+    head.addEventListener('click', () => {
+      entry.open = !entry.open;
+      this._renderTool(view, view.model.get(item.id) as IToolItem, entry);
+    });
+    n.appendChild(head);
+
+    // Diffs (cell or file edits) and images are shown even when collapsed; they are the point.
+    const visible = el('div', 'jp-ACP-toolVisible');
+    for (const c of item.content) {
+      if (c?.type === 'diff') {
+        visible.appendChild(this._diff(c));
+      } else if (c?.type === 'content' && c.content?.type === 'image' && c.content.data) {
+        const img = el('img', 'jp-ACP-toolImage');
+        img.src = `data:${c.content.mimeType ?? 'image/png'};base64,${c.content.data}`;
+        img.alt = `image from ${item.title}`;
+        visible.appendChild(img);
+      }
+    }
+    if (visible.childElementCount) {
+      n.appendChild(visible);
+    }
+
+    if (entry.open) {
+      const details = el('div', 'jp-ACP-toolDetails');
+      if (item.rawInput !== undefined) {
+        details.append(el('div', 'jp-ACP-detailLabel', 'Arguments'), el('pre', 'jp-ACP-pre', pretty(item.rawInput)));
+      }
+      const texts = item.content
+        .filter(c => c?.type === 'content' && c.content?.type === 'text')
+        .map(c => c.content.text as string);
+      const terminals = item.content.filter(c => c?.type === 'terminal');
+      if (texts.length) {
+        details.append(el('div', 'jp-ACP-detailLabel', 'Output'), el('pre', 'jp-ACP-pre', texts.join('\n')));
+      }
+      for (const t of terminals) {
+        details.append(el('div', 'jp-ACP-detailLabel', `Terminal ${t.terminalId}`));
+      }
+      if (item.rawOutput !== undefined) {
+        details.append(el('div', 'jp-ACP-detailLabel', 'Result'), el('pre', 'jp-ACP-pre', pretty(item.rawOutput)));
+      }
+      if (item.locations.length) {
+        details.append(
+          el('div', 'jp-ACP-detailLabel', 'Locations'),
+          el('pre', 'jp-ACP-pre', item.locations.map(l => `${l.path}${l.line ? ':' + l.line : ''}`).join('\n'))
+        );
+      }
+      if (!details.childElementCount) {
+        details.appendChild(el('div', 'jp-ACP-muted', 'No arguments or output.'));
+      }
+      n.appendChild(details);
+    }
+
+    for (const perm of item.permissions) {
+      n.appendChild(this._permission(view, item, perm));
+    }
+    n.classList.toggle('jp-mod-asking', pending);
+  }
+
+  private _diff(c: any): HTMLElement {
+    const box = el('div', 'jp-ACP-diff');
+    box.appendChild(el('div', 'jp-ACP-diffPath', String(c.path ?? '')));
+    const pre = el('pre', 'jp-ACP-diffBody');
+    for (const { op, line } of lineDiff(c.oldText, String(c.newText ?? ''))) {
+      const row = el('div', `jp-ACP-diffLine jp-mod-${op === '+' ? 'add' : op === '-' ? 'del' : 'ctx'}`);
+      row.textContent = `${op} ${line}`;
+      pre.appendChild(row);
+    }
+    box.appendChild(pre);
+    return box;
+  }
+
+  private _permission(view: SessionView, tool: IToolItem, perm: IPermission): HTMLElement {
+    const box = el('div', 'jp-ACP-permission');
+    box.dataset.requestId = perm.requestId;
+    if (perm.resolved) {
+      box.classList.add('jp-mod-resolved');
+      let text: string;
+      if (perm.resolved.cancelled) {
+        text = 'Permission request cancelled (the turn ended or was stopped).';
+      } else {
+        const opt = perm.options.find(o => o.optionId === perm.resolved!.optionId);
+        const verb = opt?.kind?.startsWith('reject') ? 'Rejected' : 'Allowed';
+        text = `${verb}: ${opt?.name ?? perm.resolved.optionId}`;
+        box.classList.add(opt?.kind?.startsWith('reject') ? 'jp-mod-rejected' : 'jp-mod-allowed');
+      }
+      box.appendChild(el('div', 'jp-ACP-permissionResult', text));
+      return box;
+    }
+    box.setAttribute('role', 'group');
+    box.setAttribute('aria-label', `Permission requested: ${tool.title}`);
+    box.appendChild(el('div', 'jp-ACP-permissionQuestion', `The agent asks to run “${tool.title}”.`));
+    if (tool.rawInput !== undefined && !tool.content.some(c => c?.type === 'diff')) {
+      box.appendChild(el('pre', 'jp-ACP-pre', pretty(tool.rawInput)));
+    }
+    const row = el('div', 'jp-ACP-permissionOptions');
+    for (const opt of optionOrder(perm.options)) {
+      const cls = opt.kind?.startsWith('reject') ? 'jp-mod-reject' : 'jp-mod-allow';
+      const b = button(opt.name, `jp-ACP-option ${cls}`, () => {
+        row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = true));
+        this.api.answer(view.info.id, perm.requestId, opt.optionId).catch(err => {
+          row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = false));
+          this._flash(`Could not answer: ${(err as Error).message}`, 'error');
+        });
+      });
+      b.dataset.optionId = opt.optionId;
+      b.dataset.optionKind = opt.kind;
+      row.appendChild(b);
+    }
+    if (!perm.options.length) {
+      row.appendChild(el('span', 'jp-ACP-muted', 'The agent offered no options.'));
+    }
+    box.appendChild(row);
+    return box;
+  }
+
+  private _renderPlan(item: IPlanItem, entry: IEntry): void {
+    const n = entry.node;
+    n.className = 'jp-ACP-item jp-ACP-plan';
+    n.textContent = '';
+    n.appendChild(el('div', 'jp-ACP-planTitle', 'Plan'));
+    const ul = el('ul', 'jp-ACP-planList');
+    ul.setAttribute('aria-label', 'Plan');
+    for (const e of item.entries) {
+      const status = e.status ?? 'pending';
+      const li = el('li', `jp-ACP-planEntry jp-mod-${status}`);
+      const mark = status === 'completed' ? '✓' : status === 'in_progress' ? '◐' : '○';
+      li.append(el('span', 'jp-ACP-planMark', mark), el('span', '', e.content));
+      li.setAttribute('aria-label', `${e.content} (${status.replace('_', ' ')})`);
+      ul.appendChild(li);
+    }
+    n.appendChild(ul);
+  }
+
+  private _renderTurnEnd(item: ITurnEndItem, entry: IEntry): void {
+    const n = entry.node;
+    n.className = 'jp-ACP-item jp-ACP-turnEnd';
+    n.textContent = '';
+    if (item.error) {
+      n.classList.add('jp-mod-error');
+      n.dataset.errorKind = item.errorKind ?? '';
+      const title: Record<string, string> = {
+        needs_login: 'The agent needs you to log in',
+        agent_failed: 'The agent crashed',
+        timeout: 'The agent went silent and the turn was ended',
+        agent_error: 'The agent reported an error'
+      };
+      n.appendChild(el('div', 'jp-ACP-errorTitle', title[item.errorKind ?? ''] ?? 'The turn failed'));
+      n.appendChild(el('pre', 'jp-ACP-pre jp-ACP-errorText', item.error));
+      if (item.errorKind === 'agent_failed') {
+        n.appendChild(el('div', 'jp-ACP-muted', 'Your next prompt restarts the agent and resumes the conversation.'));
+      }
+      return;
+    }
+    const parts: string[] = [];
+    if (item.stopReason === 'cancelled') {
+      parts.push('Stopped');
+    } else if (item.stopReason && item.stopReason !== 'end_turn') {
+      parts.push(`Ended: ${item.stopReason.replace(/_/g, ' ')}`);
+    }
+    if (item.toolCallsServed) {
+      parts.push(`${item.toolCallsServed} tool call${item.toolCallsServed === 1 ? '' : 's'} served`);
+    }
+    n.textContent = parts.join(' · ');
+    n.hidden = parts.length === 0;
+    n.dataset.stopReason = item.stopReason ?? '';
+  }
+
+  private _renderNotice(item: INoticeItem, entry: IEntry): void {
+    const n = entry.node;
+    n.className = `jp-ACP-item jp-ACP-notice jp-mod-${item.level}`;
+    n.textContent = item.text;
+  }
+
+  /** Status line, buttons, mode: everything that is not the log. */
+  private _renderChrome(): void {
+    const view = this._view;
+    const model = view?.model;
+    const running = !!model?.runningTurn;
+    this._stop.hidden = !running;
+    this._send.hidden = running;
+    this._send.disabled = !view;
+    this._input.disabled = !view;
+    this._composer.hidden = !this._path();
+    this._header.hidden = !this._path();
+
+    const modes = model?.modes;
+    const current = modes?.availableModes?.find((m: any) => m.id === modes.currentModeId);
+    this._mode.textContent = current ? current.name : (modes?.currentModeId ?? '');
+    this._mode.hidden = !this._mode.textContent;
+    this._mode.title = 'Agent mode';
+
+    // the status line: the most urgent of reconnecting, errors, starting, working
+    const s = this._status;
+    s.textContent = '';
+    s.className = 'jp-ACP-status';
+    const streamState: StreamState | undefined = view?.stream?.state;
+    let text = '';
+    let level = 'info';
+    let detail = '';
+    if (this._transient) {
+      text = this._transient.text;
+      level = this._transient.level;
+    } else if (view && streamState === 'reconnecting') {
+      text = 'Reconnecting to the server…';
+      level = 'warning';
+    } else if (model?.problem?.kind === 'needs_login') {
+      text = 'The agent needs you to log in';
+      detail = model.problem.text;
+      level = 'error';
+    } else if (view?.startError) {
+      text = 'The agent could not start';
+      detail = view.startError;
+      level = 'error';
+    } else if (model?.problem?.kind === 'agent_failed' && !running) {
+      text = 'The agent crashed; your next prompt restarts it';
+      level = 'warning';
+    } else if (model?.phase === 'starting') {
+      text = `Starting agent ${view!.info.agent}…`;
+      level = 'busy';
+    } else if (running) {
+      const waiting = model!.pendingPermissions().length;
+      text = waiting ? 'Waiting for your answer…' : 'The agent is working…';
+      level = waiting ? 'warning' : 'busy';
+    }
+    s.hidden = !text;
+    s.dataset.state = text ? level : '';
+    if (text) {
+      s.classList.add(`jp-mod-${level}`);
+      if (level === 'busy') {
+        s.appendChild(el('span', 'jp-ACP-spinner'));
+      }
+      s.appendChild(el('span', 'jp-ACP-statusText', text));
+      if (detail) {
+        s.appendChild(el('pre', 'jp-ACP-pre jp-ACP-statusDetail', detail));
+      }
+      if (streamState === 'reconnecting' && !this._transient) {
+        s.appendChild(button('Retry now', 'jp-ACP-linkButton', () => view?.stream?.retry()));
+      }
+    }
+  }
+
+  private _flash(text: string, level = 'error'): void {
+    this._transient = { text, level };
+    this._renderChrome();
+    setTimeout(() => {
+      if (this._transient?.text === text) {
+        this._transient = null;
+        this._renderChrome();
+      }
+    }, 6000);
+  }
+
+  // -- composer --------------------------------------------------------------------------------
+  private _selectionOn(): boolean {
+    return this._includeSelection ?? this.settings.includeSelection;
+  }
+
+  /** The selection in the bound notebook: selected text in the active cell, else the selected cells. */
+  private _selection(): { label: string; block: any } | null {
+    const nb = this._notebook;
+    if (!nb || nb.isDisposed) {
+      return null;
+    }
+    const notebook = nb.content;
+    const cell = notebook.activeCell;
+    if (!cell) {
+      return null;
+    }
+    const path = nb.context.localPath;
+    const index = notebook.activeCellIndex;
+    const editor = cell.editor;
+    let text = '';
+    if (editor) {
+      const sel = editor.getSelection();
+      const a = editor.getOffsetAt(sel.start);
+      const b = editor.getOffsetAt(sel.end);
+      if (a !== b) {
+        text = editor.model.sharedModel.getSource().slice(Math.min(a, b), Math.max(a, b));
+      }
+    }
+    if (text) {
+      return {
+        label: `Selection in cell ${index + 1}`,
+        block: {
+          type: 'resource',
+          resource: {
+            uri: `${path}#cell=${cell.model.id}`,
+            title: `selection in cell ${index + 1}`,
+            mimeType: 'text/plain',
+            text
+          }
+        }
+      };
+    }
+    const selected = notebook.widgets
+      .map((c, i) => ({ c, i }))
+      .filter(({ c }) => notebook.isSelectedOrActive(c));
+    const parts = selected.map(({ c, i }) => `# cell ${i + 1} (${c.model.type}, id ${c.model.id})\n${c.model.sharedModel.getSource()}`);
+    const label = selected.length > 1 ? `Cells ${selected[0].i + 1}–${selected[selected.length - 1].i + 1}` : `Cell ${index + 1}`;
+    return {
+      label,
+      block: {
+        type: 'resource',
+        resource: {
+          uri: `${path}#cell=${selected.map(({ c }) => c.model.id).join(',')}`,
+          title: label.toLowerCase(),
+          mimeType: 'text/x-python',
+          text: parts.join('\n\n')
+        }
+      }
+    };
+  }
+
+  private _updateChip(): void {
+    const on = this._selectionOn();
+    const sel = this._notebook ? this._selection() : null;
+    this._chip.textContent = '';
+    this._chip.className = 'jp-ACP-chip' + (on ? ' jp-mod-on' : '');
+    this._chip.setAttribute('aria-pressed', String(on));
+    const label = sel ? sel.label : 'No cell selected';
+    this._chip.appendChild(el('span', 'jp-ACP-chipMark', on ? '✓' : '+'));
+    this._chip.appendChild(el('span', '', on ? `Include: ${label}` : 'Include selection'));
+    this._chip.title = on
+      ? 'The selected cell or text goes with your prompt. Click to leave it out.'
+      : 'Click to send the selected cell or text with your prompt.';
+    this._chip.setAttribute('aria-label', on ? `Including ${label} with the prompt; click to leave it out` : 'Include the selection with the prompt');
+  }
+
+  private _onKey(e: KeyboardEvent): void {
+    const input = this._input;
+    if (!this._menu.hidden) {
+      const items = Array.from(this._menu.children) as HTMLElement[];
+      if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+        e.preventDefault();
+        this._menuIndex = (this._menuIndex + (e.key === 'ArrowDown' ? 1 : items.length - 1)) % items.length;
+        this._highlightMenu();
+        return;
+      }
+      if ((e.key === 'Tab' || e.key === 'Enter') && items.length) {
+        e.preventDefault();
+        items[this._menuIndex]?.click();
+        return;
+      }
+      if (e.key === 'Escape') {
+        this._menu.hidden = true;
+        return;
+      }
+    }
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      void this._sendPrompt();
+      return;
+    }
+    const view = this._view;
+    if (!view) {
+      return;
+    }
+    const history = view.model.promptHistory();
+    if (e.key === 'ArrowUp' && !input.value.slice(0, input.selectionStart).includes('\n') && history.length) {
+      if (input.value && view.historyIndex === -1) {
+        return; // do not throw away a draft
+      }
+      e.preventDefault();
+      view.historyIndex = view.historyIndex === -1 ? history.length - 1 : Math.max(0, view.historyIndex - 1);
+      input.value = history[view.historyIndex];
+    } else if (e.key === 'ArrowDown' && view.historyIndex !== -1 && !input.value.slice(input.selectionEnd).includes('\n')) {
+      e.preventDefault();
+      view.historyIndex++;
+      if (view.historyIndex >= history.length) {
+        view.historyIndex = -1;
+        input.value = '';
+      } else {
+        input.value = history[view.historyIndex];
+      }
+    } else if (e.key === 'Escape' && view.model.runningTurn) {
+      void this._cancel();
+    }
+  }
+
+  private _updateMenu(): void {
+    const commands = this._view?.model.commands ?? [];
+    const m = /^\/(\S*)$/.exec(this._input.value);
+    this._menu.textContent = '';
+    if (!m || !commands.length) {
+      this._menu.hidden = true;
+      return;
+    }
+    const matches = commands.filter(c => c.name.startsWith(m[1]));
+    for (const c of matches) {
+      const opt = el('div', 'jp-ACP-slashItem');
+      opt.setAttribute('role', 'option');
+      opt.append(el('span', 'jp-ACP-slashName', '/' + c.name), el('span', 'jp-ACP-muted', c.description ?? ''));
+      opt.addEventListener('mousedown', e => e.preventDefault());
+      opt.addEventListener('click', () => {
+        this._input.value = `/${c.name} `;
+        this._menu.hidden = true;
+        this._input.focus();
+      });
+      this._menu.appendChild(opt);
+    }
+    this._menuIndex = 0;
+    this._menu.hidden = matches.length === 0;
+    this._highlightMenu();
+  }
+
+  private _highlightMenu(): void {
+    Array.from(this._menu.children).forEach((c, i) => {
+      c.classList.toggle('jp-mod-active', i === this._menuIndex);
+      c.setAttribute('aria-selected', String(i === this._menuIndex));
+    });
+  }
+
+  private async _sendPrompt(): Promise<void> {
+    const view = this._view;
+    const text = this._input.value.trim();
+    if (!view || !text) {
+      return;
+    }
+    if (view.model.runningTurn) {
+      this._flash('The agent is still working: wait, or press Stop.', 'warning');
+      return;
+    }
+    const blocks: any[] = [{ type: 'text', text }];
+    if (this._selectionOn()) {
+      const sel = this._selection();
+      if (sel && sel.block.resource.text.trim()) {
+        blocks.push(sel.block);
+      }
+    }
+    const draft = this._input.value;
+    this._input.value = '';
+    this._menu.hidden = true;
+    view.historyIndex = -1;
+    view.stick = true;
+    try {
+      await this.api.prompt(view.info.id, blocks);
+      view.startError = null;
+    } catch (err) {
+      if (!this._input.value) {
+        this._input.value = draft;
+      }
+      const status = err instanceof ApiError ? err.status : 0;
+      this._flash(
+        status === 409 ? 'The agent is still working on the previous prompt.' : `Could not send: ${(err as Error).message}`,
+        status === 409 ? 'warning' : 'error'
+      );
+    }
+  }
+
+  private async _cancel(): Promise<void> {
+    const view = this._view;
+    if (!view) {
+      return;
+    }
+    this._stop.disabled = true;
+    try {
+      await this.api.cancel(view.info.id);
+    } catch (err) {
+      this._flash(`Could not stop: ${(err as Error).message}`);
+    } finally {
+      this._stop.disabled = false;
+    }
+  }
+}
+

@@ -1,0 +1,272 @@
+"""Browser tests: a real `jupyter lab` subprocess driven by Playwright on Debian's Chromium.
+
+One server and one browser for the whole module run (starting JupyterLab costs seconds on two
+cores); each test gets its own browser context and its own notebooks, so conversations never mix.
+The server has its own root, runtime, config, data, settings and workspace directories, the echo
+agent as default and scripted agents for permissions, slow turns and crashes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import nbformat
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+TOKEN = "browser-test-token"
+SCRIPTED = ["-m", "jupyter_acp.testing.agents"]
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+try:
+    from playwright.sync_api import Browser, Page, sync_playwright
+except ImportError:  # pragma: no cover
+    pytest.skip("browser tests need python playwright (pip install -e '.[test]')", allow_module_level=True)
+
+if not (REPO / "jupyter_acp" / "labextension" / "package.json").exists():
+    pytest.skip(
+        "the labextension is not built (cd labextension && jlpm build:prod)", allow_module_level=True
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _agent(*args: str, title: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [*SCRIPTED, *args], "title": title}
+
+
+class Lab:
+    def __init__(self, url: str, root: Path, proc: subprocess.Popen, log: Path) -> None:
+        self.url = url
+        self.root = root
+        self.proc = proc
+        self.log = log
+
+    def notebook(self, name: str, cells: list[str] | None = None) -> str:
+        nb = nbformat.v4.new_notebook()
+        # without a kernelspec a "Select Kernel" dialog blocks the page
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        for src in cells or []:
+            nb.cells.append(nbformat.v4.new_code_cell(src))
+        (self.root / name).write_text(nbformat.writes(nb))
+        return name
+
+    def api(self, path: str, body: Any = None) -> Any:
+        req = urllib.request.Request(
+            f"{self.url}jupyter-acp/{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method="GET" if body is None else "POST",
+            headers={"Authorization": f"token {TOKEN}"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"null")
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp("lab")
+    root, runtime, config, data = (base / n for n in ("root", "runtime", "config", "data"))
+    for d in (root, runtime, config, data, base / "settings", base / "workspaces"):
+        d.mkdir()
+    # the "get notified about Jupyter news?" toast covers buttons: switch that plugin off
+    (config / "labconfig").mkdir()
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    # serve the labextension built from this checkout (an installed copy may be older)
+    (data / "labextensions").mkdir()
+    (data / "labextensions" / "jupyter-acp-host").symlink_to(REPO / "jupyter_acp" / "labextension")
+    server_config = {
+        "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
+        "JupyterACP": {
+            "default_agent": "echo",
+            "store_path": str(data / "transcripts.sqlite"),
+            "agents": {
+                "perm": _agent("permission", title="Scripted: permission"),
+                "slow": _agent("slow", "--chunks", "80", "--delay", "0.15", title="Scripted: slow"),
+                "crash": _agent("crash", title="Scripted: crash"),
+            },
+        },
+    }
+    (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
+    port = _free_port()
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_DATA_DIR": str(data),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    env.pop("JUPYTER_ACP_MODEL", None)
+    log = base / "server.log"
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+        f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
+        f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
+        f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}api/status?token={TOKEN}", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"jupyter lab did not start:\n{log.read_text()[-4000:]}")
+            time.sleep(0.25)
+    try:
+        yield Lab(url, root, proc, log)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, ARTIFACTS / "server.log")
+
+
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> Iterator[None]:
+    """pytest-jupyter's loop fixture would close Playwright's running loop: these tests need none."""
+    yield None
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup() -> Iterator[None]:
+    """No in-process server here to clean up (the server is a subprocess)."""
+    yield None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Ui:
+    """The page, with the few gestures the tests need."""
+
+    def __init__(self, page: Page, lab: Lab, name: str) -> None:
+        self.page = page
+        self.lab = lab
+        self.name = name
+        self.shots = 0
+
+    @property
+    def panel(self):
+        return self.page.locator("#jupyter-acp-sidebar")
+
+    def open_lab(self, notebook: str | None = None) -> None:
+        path = f"lab/tree/{notebook}" if notebook else "lab"
+        self.page.goto(f"{self.lab.url}{path}?reset&token={TOKEN}")
+        self.page.wait_for_selector("#jupyter-acp-sidebar", state="attached", timeout=60_000)
+        if notebook:
+            self.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+        self.show_panel()
+
+    def show_panel(self) -> None:
+        self.page.evaluate("window.jupyterapp.shell.activateById('jupyter-acp-sidebar')")
+        self.panel.wait_for(state="visible", timeout=30_000)
+
+    def open_notebook(self, notebook: str) -> None:
+        self.page.evaluate("p => window.jupyterapp.commands.execute('docmanager:open', {path: p})", notebook)
+        self.page.locator(f".jp-NotebookPanel:visible .jp-Cell").first.wait_for(timeout=60_000)
+        self.show_panel()
+
+    def wait_ready(self, agent: str) -> None:
+        """The panel is bound to a session of `agent` and the agent is up."""
+        self.page.wait_for_function(
+            "a => { const s = document.querySelector('#jupyter-acp-sidebar .jp-ACP-agentSelect');"
+            " return s && s.value === a && !s.disabled; }",
+            arg=agent,
+            timeout=60_000,
+        )
+        self.page.wait_for_function(
+            "() => { const s = document.querySelector('#jupyter-acp-sidebar .jp-ACP-status');"
+            " return s && (s.hidden || !/Starting/.test(s.textContent)); }",
+            timeout=60_000,
+        )
+
+    def pick_agent(self, agent: str) -> None:
+        self.panel.get_by_label("Agent for this notebook").select_option(agent)
+        self.wait_ready(agent)
+
+    def send(self, text: str) -> None:
+        box = self.panel.get_by_label("Message to the agent")
+        box.fill(text)
+        box.press("Enter")
+
+    def shot(self, label: str, full: bool = True) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.shots += 1
+        path = ARTIFACTS / f"{self.name}-{self.shots:02d}-{label}.png"
+        (self.page if full else self.panel).screenshot(path=str(path))
+        return path
+
+
+@pytest.fixture
+def ui(browser: Browser, lab: Lab, request: pytest.FixtureRequest) -> Iterator[Ui]:
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
+    u = Ui(page, lab, request.node.name.removeprefix("test_"))
+    try:
+        yield u
+    except Exception:
+        raise
+    finally:
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            u.shot("failure")
+        context.close()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / f"{u.name}-console.log").write_text("\n".join(console + errors))
+    assert not [e for e in errors if "jupyter-acp" in e or "ACP" in e], errors
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        item.rep_call = rep

@@ -1,0 +1,150 @@
+"""The sidebar chat in a real JupyterLab: streaming, permissions, stop, history, following notebooks."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+LONG = 60_000
+
+
+def test_send_prompt_streams_the_answer(ui):
+    nb = ui.lab.notebook("stream.ipynb", ["x = 41", "y = x + 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.send("hello from the sidebar with **markdown**")
+    panel = ui.panel
+    expect(panel.locator(".jp-ACP-user").last).to_contain_text("hello from the sidebar")
+    # the active cell went with the prompt, as an attachment chip
+    expect(panel.locator(".jp-ACP-user .jp-ACP-attachment").last).to_contain_text("cell")
+    answer = panel.locator(".jp-ACP-message").last
+    expect(answer).to_contain_text("hello from the sidebar with", timeout=LONG)
+    # rendered through rendermime: the markdown became <strong>
+    expect(answer.locator("strong")).to_have_text("markdown", timeout=LONG)
+    # thoughts are collapsed
+    thought = panel.locator(".jp-ACP-thought details").last
+    expect(thought).to_be_attached()
+    assert thought.get_attribute("open") is None
+    expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+    ui.shot("answer")
+
+
+def test_permission_allow_then_reject(ui):
+    nb = ui.lab.notebook("perm.ipynb", ["print('hi')"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("perm")
+    panel = ui.panel
+
+    ui.send("write the answer file")
+    card = panel.locator(".jp-ACP-tool").last
+    expect(card.locator(".jp-ACP-toolTitle")).to_have_text("Write answer.txt", timeout=LONG)
+    allow = card.get_by_role("button", name="Allow")
+    expect(allow).to_be_visible()
+    expect(card.get_by_role("button", name="Reject")).to_be_visible()
+    expect(panel.locator(".jp-ACP-status")).to_contain_text("Waiting for your answer")
+    ui.shot("asking")
+    allow.focus()
+    ui.page.keyboard.press("Enter")  # keyboard accessible
+    expect(panel.locator(".jp-ACP-message").last).to_have_text("permission: allow", timeout=LONG)
+    expect(card.locator(".jp-ACP-permission.jp-mod-allowed")).to_contain_text("Allowed: Allow")
+
+    ui.send("and again")
+    card2 = panel.locator(".jp-ACP-tool").last
+    expect(card2.locator(".jp-ACP-permission:not(.jp-mod-resolved)")).to_be_visible(timeout=LONG)
+    # the second request reuses the tool call id: the card is upserted, not duplicated
+    expect(panel.locator(".jp-ACP-tool")).to_have_count(1)
+    card2.get_by_role("button", name="Reject").click()
+    expect(panel.locator(".jp-ACP-message").last).to_have_text("permission: reject", timeout=LONG)
+    expect(card2.locator(".jp-ACP-permission.jp-mod-rejected")).to_contain_text("Rejected: Reject")
+    ui.shot("resolved")
+
+
+def test_stop_a_slow_turn(ui):
+    nb = ui.lab.notebook("slow.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("slow")
+    panel = ui.panel
+    ui.send("count slowly")
+    answer = panel.locator(".jp-ACP-message").last
+    expect(answer).to_contain_text(re.compile(r"\b3\b"), timeout=LONG)
+    stop = panel.get_by_role("button", name="Stop the agent")
+    expect(stop).to_be_visible()
+    ui.shot("running")
+    stop.click()
+    expect(panel.locator(".jp-ACP-turnEnd").last).to_have_text("Stopped", timeout=LONG)
+    expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible()
+    assert "79" not in answer.inner_text()
+    ui.shot("stopped")
+
+
+def test_reload_replays_the_history(ui):
+    nb = ui.lab.notebook("reload.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.send("remember this sentence")
+    panel = ui.panel
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("remember this sentence", timeout=LONG)
+    expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+    ui.page.reload()
+    ui.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=LONG)
+    ui.show_panel()
+    expect(panel.locator(".jp-ACP-user")).to_have_count(1, timeout=LONG)
+    expect(panel.locator(".jp-ACP-user")).to_contain_text("remember this sentence")
+    expect(panel.locator(".jp-ACP-message")).to_contain_text("remember this sentence")
+    # Up recalls the last prompt
+    box = panel.get_by_label("Message to the agent")
+    box.click()
+    box.press("ArrowUp")
+    expect(box).to_have_value("remember this sentence")
+    # dark theme, for the README
+    ui.page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    ui.page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
+    ui.page.wait_for_timeout(500)
+    ui.shot("dark")
+
+
+def test_switching_notebooks_switches_conversations(ui):
+    a = ui.lab.notebook("alpha.ipynb", ["a = 1"])
+    b = ui.lab.notebook("beta.ipynb", ["b = 2"])
+    ui.open_lab(a)
+    ui.wait_ready("echo")
+    panel = ui.panel
+    expect(panel.locator(".jp-ACP-title")).to_have_text("alpha.ipynb")
+    ui.send("alpha question")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("alpha question", timeout=LONG)
+
+    ui.open_notebook(b)
+    expect(panel.locator(".jp-ACP-title")).to_have_text("beta.ipynb", timeout=LONG)
+    ui.wait_ready("echo")
+    expect(panel.locator(".jp-ACP-user")).to_have_count(0)
+    ui.send("beta question")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("beta question", timeout=LONG)
+
+    ui.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="alpha.ipynb").click()
+    expect(panel.locator(".jp-ACP-title")).to_have_text("alpha.ipynb", timeout=LONG)
+    expect(panel.locator(".jp-ACP-user")).to_have_count(1)
+    expect(panel.locator(".jp-ACP-log")).to_contain_text("alpha question")
+    expect(panel.locator(".jp-ACP-log")).not_to_contain_text("beta question")
+    ui.shot("alpha")
+
+    # with no notebook open, a short explanation instead of a dead panel
+    ui.page.evaluate("window.jupyterapp.commands.execute('application:close-all')")
+    expect(panel.locator(".jp-ACP-empty")).to_contain_text("No notebook in focus", timeout=LONG)
+    ui.shot("empty")
+
+
+def test_crash_shows_the_log_tail(ui):
+    nb = ui.lab.notebook("crash.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("crash")
+    ui.send("please crash")
+    panel = ui.panel
+    err = panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
+    expect(err).to_contain_text("The agent crashed", timeout=LONG)
+    expect(err).to_contain_text("boom")
+    expect(panel.locator(".jp-ACP-status")).to_contain_text("next prompt restarts it")
+    ui.shot("crashed")
