@@ -50,11 +50,15 @@ def default_agents() -> dict[str, AgentSpec]:
     """The agents a fresh install has: the built-in agent and its echo mode."""
     py = sys.executable
     return {
+        # our own agent speaks the client-tools convention: no MCP detour, no preamble
         "builtin": AgentSpec(
-            command=py, args=["-m", "jupyter_acp.agent"], title="Built-in agent (litellm)"
+            command=py, args=["-m", "jupyter_acp.agent"], title="Built-in agent (litellm)", tool_channel="client-tools"
         ),
         "echo": AgentSpec(
-            command=py, args=["-m", "jupyter_acp.agent", "--echo"], title="Echo (no model: repeats your prompt)"
+            command=py,
+            args=["-m", "jupyter_acp.agent", "--echo"],
+            title="Echo (no model: repeats your prompt)",
+            tool_channel="client-tools",
         ),
     }
 
