@@ -113,8 +113,8 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
 
     def check_secret(self) -> None:
         expected = getattr(self.extensionapp, "_acp_kernel_secret", None)
-        if not expected:
-            raise web.HTTPError(503, "the jupyter_acp kernel API is not started")
+        if not expected:  # not started: nobody can hold the secret, so refuse like a wrong one
+            raise web.HTTPError(403, "the jupyter_acp kernel API is not started: no kernel secret exists")
         given = self.request.headers.get(HEADER, "")
         auth = self.request.headers.get("Authorization", "")
         if not given and auth.lower().startswith("token "):
