@@ -7,8 +7,10 @@ read-only ask ``session/request_permission`` first, as the session's mode and th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from .tools import PLAN_TOOL, Tool, ToolResult, cap_value, plan_entries
@@ -65,18 +67,19 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
                 model=sess.model, messages=[system, *sess.messages], stream=True, timeout=agent.args.model_timeout, **kwargs
             )
             calls: dict[int, dict[str, Any]] = {}
-            async for chunk in stream:
+            out = _Coalescer(agent, sess, turn)
+            async for chunk in out.paced(stream):
                 choices = getattr(chunk, "choices", None) or []
                 if not choices:
                     continue
                 delta = choices[0].delta
                 reasoning = getattr(delta, "reasoning_content", None)
                 if reasoning:
-                    await agent.say(sess, "agent_thought_chunk", reasoning, turn)
+                    await out.add("agent_thought_chunk", reasoning)
                 content = getattr(delta, "content", None)
                 if content:
                     turn.partial_text += content
-                    await agent.say(sess, "agent_message_chunk", content, turn)
+                    await out.add("agent_message_chunk", content)
                 for tc in getattr(delta, "tool_calls", None) or []:
                     idx = getattr(tc, "index", None) or 0
                     slot = calls.setdefault(idx, {"id": "", "name": "", "arguments": ""})
@@ -88,6 +91,7 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
                             slot["name"] += fn.name
                         if getattr(fn, "arguments", None):
                             slot["arguments"] += fn.arguments
+            await out.flush()
             text_out = turn.partial_text
             turn.partial_text = ""
             if not calls:
@@ -122,6 +126,57 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
             except OSError:
                 pass
         raise
+
+
+class _Coalescer:
+    """Deltas become updates at once, unless they arrive faster than ``window`` s apart: then they are
+    joined (a model streaming thousands of tiny deltas a second costs one update per window, not one per
+    delta).  The kind switching (thought -> message) or the stream ending flushes."""
+
+    def __init__(self, agent: BuiltinAgent, sess: Session, turn: Turn, window: float = 0.02) -> None:
+        self.agent, self.sess, self.turn, self.window = agent, sess, turn, window
+        self.kind = ""
+        self.buf: list[str] = []
+        self.last = 0.0
+
+    async def add(self, kind: str, text: str) -> None:
+        if self.buf and kind != self.kind:
+            await self.flush()
+        self.kind = kind
+        self.buf.append(text)
+        if time.monotonic() - self.last >= self.window:
+            await self.flush()
+
+    async def paced(self, stream: Any) -> Any:
+        """The stream's chunks; while text is held back, a pause of ``window`` s flushes it."""
+        it = stream.__aiter__()
+        nxt: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                if nxt is None:
+                    nxt = asyncio.ensure_future(it.__anext__())
+                if self.buf:
+                    done, _ = await asyncio.wait({nxt}, timeout=self.window)
+                    if not done:
+                        await self.flush()
+                        continue
+                try:
+                    chunk = await nxt
+                except StopAsyncIteration:
+                    return
+                finally:
+                    nxt = None
+                yield chunk
+        finally:
+            if nxt is not None and not nxt.done():
+                nxt.cancel()
+
+    async def flush(self) -> None:
+        if self.buf:
+            text = "".join(self.buf)
+            self.buf.clear()
+            self.last = time.monotonic()
+            await self.agent.say(self.sess, self.kind, text, self.turn)
 
 
 async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, name: str, raw_args: str) -> str:

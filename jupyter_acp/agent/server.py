@@ -168,7 +168,12 @@ class BuiltinAgent:
     async def send_update(self, sess: Session, update: dict[str, Any], turn: Turn | None = None) -> None:
         params = {"sessionId": sess.id, "update": update}
         if turn is not None:
-            size = len(json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 40
+            content = update.get("content")
+            if len(update) == 2 and isinstance(content, dict) and len(content) == 2 and isinstance(content.get("text"), str):
+                # a text chunk (the hot path): its JSON size without serialising the whole frame twice
+                size = len(json.dumps(content["text"], ensure_ascii=False).encode("utf-8")) + len(sess.id) + 140
+            else:
+                size = len(json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 40
             if turn.sent_bytes + size > limits.MAX_TURN_UPDATE_BYTES:
                 turn.limit_exceeded = True
                 raise UpdateBudgetExceeded()
@@ -275,7 +280,8 @@ class BuiltinAgent:
 
     def _start_warmup(self) -> None:
         if not self.echo and self.args.model:
-            self.litellm.start()
+            # after the answer in hand has been written (it is written in this same loop step)
+            asyncio.get_running_loop().call_soon(self.litellm.start)
 
     async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         if len(self.sessions) >= limits.MAX_SESSIONS:
