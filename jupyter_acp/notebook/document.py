@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -103,7 +104,17 @@ class LiveNotebook(Notebook):
         self.access = access
 
     def cells(self) -> list[dict[str, Any]]:
-        return [_cell_py(c) for c in self.doc.ycells]
+        # one JSON export in Rust: ~10x faster than pycrdt's per-key to_py on a 200-cell notebook
+        cells = json.loads(str(self.doc.ycells))
+        for cell in cells:
+            count = cell.get("execution_count")
+            if isinstance(count, float):
+                cell["execution_count"] = int(count)
+            src = cell.get("source", "")
+            if isinstance(src, list):
+                cell["source"] = "".join(src)
+            cell.pop("execution_state", None)
+        return cells
 
     def ycell(self, cell_id: str) -> tuple[int, Any]:
         for i, c in enumerate(self.doc.ycells):
