@@ -22,6 +22,9 @@ from . import kernel_api
 from .tools.registry import build_tool_surface, tool_handlers
 
 
+CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
+
+
 class JupyterACP(ExtensionApp):
     """Drive ACP agents, one agent session per notebook, with the notebook as the agent's tools."""
 
@@ -71,6 +74,7 @@ class JupyterACP(ExtensionApp):
         self.tools = build_tool_surface(self)
         self.hub = SessionHub(self, self.store, self.tools)
         atexit.register(self.hub.kill_agents_now)
+        self._listen_for_renames()
         self.log.info(
             "jupyter_acp %s: agents %s (default %r), transcripts in %s",
             __version__, ", ".join(self.agent_specs), self.default_agent, self.store_path,
@@ -83,6 +87,18 @@ class JupyterACP(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         kernel_api.start(self)
+
+    def _listen_for_renames(self) -> None:
+        """A renamed notebook (or folder) keeps its conversation: follow the contents service."""
+
+        async def on_contents_event(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+            if data.get("action") == "rename" and data.get("source_path") and data.get("path"):
+                self.hub.rename(data["source_path"], data["path"])
+
+        try:
+            self.serverapp.event_logger.add_listener(schema_id=CONTENTS_EVENTS, listener=on_contents_event)
+        except Exception as exc:  # an older server without the schema: renames just don't follow
+            self.log.warning("jupyter_acp: renames will not be followed (%s)", exc)
 
     def _load_agent_specs(self) -> dict[str, AgentSpec]:
         specs = default_agents()

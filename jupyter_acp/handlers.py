@@ -79,6 +79,10 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         except HubError as exc:
             raise web.HTTPError(exc.status, str(exc)) from None
 
+    async def described(self, session: NotebookSession) -> dict[str, Any]:
+        """A session as the API shows it, with the notebook's current kernel looked up now."""
+        return {**self.hub.describe(session), "kernel_id": await self.hub.kernel_id_for(session.notebook)}
+
     def send(self, payload: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(payload))
@@ -116,7 +120,7 @@ class SessionsHandler(BaseHandler):
             sessions = self.hub.list(notebook)
         except ValueError as exc:
             raise web.HTTPError(400, str(exc)) from None
-        self.send([self.hub.describe(s) for s in sessions])
+        self.send([await self.described(s) for s in sessions])
 
     @web.authenticated
     @authorized
@@ -124,14 +128,14 @@ class SessionsHandler(BaseHandler):
     async def post(self) -> None:
         body: OpenSessionBody = self.parse(OpenSessionBody)
         session = await self.hub.open_session(body.notebook, body.agent)
-        self.send(self.hub.describe(session), 201)
+        self.send(await self.described(session), 201)
 
 
 class SessionHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        self.send(self.hub.describe(self.session(session_id)))
+        self.send(await self.described(self.session(session_id)))
 
 
 class PromptHandler(BaseHandler):

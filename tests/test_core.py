@@ -45,3 +45,32 @@ async def test_unknown_notebook_and_agent(api, make_notebook):
     with pytest.raises(HTTPClientError) as err:
         await api.open("../outside.ipynb")
     assert err.value.code == 400
+
+
+async def test_rename_keeps_the_conversation_and_kernel_follows(api, jp_fetch, make_notebook, jp_root_dir):
+    import json
+
+    nb = make_notebook("old/nb.ipynb")
+    session = await api.open(nb)
+    assert session["kernel_id"] is None
+    turn = await api.prompt(session["id"], "before rename")
+    await api.wait_turn_end(session["id"], turn)
+    (jp_root_dir / "new").mkdir()
+    await jp_fetch("api", "contents", "old", "nb.ipynb", method="PATCH", body=json.dumps({"path": "new/renamed.ipynb"}))
+    moved = await api.call("GET", "sessions", params={"notebook": "new/renamed.ipynb"})
+    assert [s["id"] for s in moved] == [session["id"]]
+    assert moved[0]["cwd"] == str(jp_root_dir / "new")
+    assert await api.call("GET", "sessions", params={"notebook": "old/nb.ipynb"}) == []
+    again = await api.open("new/renamed.ipynb")
+    assert again["id"] == session["id"]
+    # a kernel started for the notebook is the session's kernel, looked up when asked
+    resp = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
+        {"path": "new/renamed.ipynb", "type": "notebook", "name": "", "kernel": {"name": "python3"}}))
+    kernel_id = json.loads(resp.body)["kernel"]["id"]
+    try:
+        assert (await api.call("GET", "sessions", session["id"]))["kernel_id"] == kernel_id
+        turn = await api.prompt(session["id"], "after rename")
+        events = await api.wait_turn_end(session["id"], turn)
+        assert any(e["type"] == "notice" and "renamed" in e["text"] for e in events)
+    finally:
+        await jp_fetch("api", "sessions", json.loads(resp.body)["id"], method="DELETE")
