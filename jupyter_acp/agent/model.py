@@ -60,6 +60,7 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
     if tools:
         kwargs["tools"] = tools
     system = {"role": "system", "content": SYSTEM_PROMPT.format(cwd=sess.cwd)}
+    out: _Coalescer | None = None
     try:
         for _round in range(int(agent.args.max_turn_requests)):
             turn.partial_text = ""
@@ -68,7 +69,7 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
             )
             calls: dict[int, dict[str, Any]] = {}
             out = _Coalescer(agent, sess, turn)
-            async for chunk in out.paced(stream):
+            async for chunk in stream:
                 choices = getattr(chunk, "choices", None) or []
                 if not choices:
                     continue
@@ -118,6 +119,8 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
             agent.store.append(sess.id, assistant, *results)
         return "max_turn_requests"
     except BaseException:
+        if out is not None:
+            out.close()
         if turn.partial_text:  # keep what the user saw
             partial = {"role": "assistant", "content": turn.partial_text}
             sess.messages.append(partial)
@@ -138,6 +141,8 @@ class _Coalescer:
         self.kind = ""
         self.buf: list[str] = []
         self.last = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._bg: asyncio.Future[None] | None = None
 
     async def add(self, kind: str, text: str) -> None:
         if self.buf and kind != self.kind:
@@ -146,32 +151,29 @@ class _Coalescer:
         self.buf.append(text)
         if time.monotonic() - self.last >= self.window:
             await self.flush()
+        elif self._timer is None:  # held back: a pause in the stream must not hold it longer than window
+            self._timer = asyncio.get_running_loop().call_later(self.window, self._fire)
 
-    async def paced(self, stream: Any) -> Any:
-        """The stream's chunks; while text is held back, a pause of ``window`` s flushes it."""
-        it = stream.__aiter__()
-        nxt: asyncio.Future[Any] | None = None
+    def _fire(self) -> None:
+        self._timer = None
+        if self.buf:
+            self._bg = asyncio.ensure_future(self._flush_in_background())
+
+    async def _flush_in_background(self) -> None:
         try:
-            while True:
-                if nxt is None:
-                    nxt = asyncio.ensure_future(it.__anext__())
-                if self.buf:
-                    done, _ = await asyncio.wait({nxt}, timeout=self.window)
-                    if not done:
-                        await self.flush()
-                        continue
-                try:
-                    chunk = await nxt
-                except StopAsyncIteration:
-                    return
-                finally:
-                    nxt = None
-                yield chunk
-        finally:
-            if nxt is not None and not nxt.done():
-                nxt.cancel()
+            await self.flush()
+        except Exception:  # budget exceeded or client gone: end the turn (prompt() reports which)
+            task = self.sess.turn_task
+            if task is not None and not task.done():
+                task.cancel()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def flush(self) -> None:
+        self.close()
         if self.buf:
             text = "".join(self.buf)
             self.buf.clear()
