@@ -161,6 +161,24 @@ async def main(runs: int, n_tokens: int, pace: float) -> dict[str, Any]:
               f"({stream[label][3]:.0f} updates for {n_tokens} tokens), fake model raw {stream[label][1]:.0f} tokens/s, "
               f"ratio {ratio:.2f}x (goal >= 0.9x)")
     await stop(proc, conn)
+    # litellm alone, in this process, on the unpaced stream: the ceiling any litellm-based agent has
+    model.rules[0]["delay"] = 0.0
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    lite: list[float] = []
+    for _ in range(runs + 1):
+        n, t0 = 0, time.perf_counter()
+        resp = await litellm.acompletion(model="openai/fake", api_base=model.url, api_key="sk-bench", stream=True,
+                                         messages=[{"role": "user", "content": "bench"}])
+        async for chunk in resp:
+            if chunk.choices and chunk.choices[0].delta.content:
+                n += 1
+        lite.append(n / (time.perf_counter() - t0))
+    lite_rate = statistics.median(lite[1:])
+    print(f"litellm alone (no agent, no ACP), unpaced: {lite_rate:.0f} tokens/s; the agent reaches "
+          f"{stream['unpaced'][0] / lite_rate:.2f}x of it")
+    stream["litellm_alone"] = (lite_rate, stream["unpaced"][1], lite_rate / stream["unpaced"][1], 0)
     await model.stop()
     summary = {
         "startup_agent_ms": round(statistics.median(ours_t) * 1000, 1),
