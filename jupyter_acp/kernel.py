@@ -351,19 +351,26 @@ class KernelBridge:
     def __init__(self, serverapp: Any) -> None:
         self.serverapp = serverapp
         self._conns: dict[str, KernelConnection] = {}
+        self._languages: dict[str, str | None] = {}
 
     @property
     def km(self) -> Any:
         return self.serverapp.kernel_manager
 
     def language(self, kernel_id: str) -> str | None:
-        """The kernel's language, from its kernel spec (no round trip)."""
+        """The kernel's language, from its kernel spec (no round trip; a kernel id keeps its spec)."""
+        if kernel_id in self._languages:
+            return self._languages[kernel_id]
         try:
             kernel = self.km.get_kernel(kernel_id)
             spec = self.serverapp.kernel_spec_manager.get_kernel_spec(kernel.kernel_name)
-            return (spec.language or "").lower() or None
+            language = (spec.language or "").lower() or None
         except Exception:
             return None
+        if len(self._languages) > 1000:
+            self._languages.clear()
+        self._languages[kernel_id] = language
+        return language
 
     def kernel_name(self, kernel_id: str) -> str | None:
         try:
