@@ -74,3 +74,44 @@ class TestSelectionTimeout:
             assert res["isError"] and "did not answer" in text(res)
         finally:
             ws.close()
+
+
+class TestEditsThroughTheTabWithoutRTC:
+    @pytest.fixture
+    def rtc_enabled(self):
+        return False
+
+    async def test_reads_and_edits_go_to_the_open_tab(self, make_notebook, tool_ctx, call, jp_ws_fetch, jp_root_dir):
+        path = make_notebook("tab.ipynb", ["on disk"])
+        ctx = await tool_ctx(path)
+        ws = await jp_ws_fetch("jupyter-acp", "frontend", "ws", params={"clientId": "lab"})
+        tab_cells = [{"id": "c1", "cell_type": "code", "source": "unsaved in the tab", "outputs": [], "execution_count": None}]
+        edits = []
+
+        async def serve():
+            while True:
+                msg = await ws.read_message()
+                if msg is None:
+                    return
+                req = json.loads(msg)
+                if req["method"] == "getCells":
+                    result = {"cells": tab_cells, "dirty": True}
+                else:
+                    edits.append(req["params"])
+                    result = {}
+                await ws.write_message(json.dumps({"id": req["id"], "result": result}))
+
+        server = asyncio.ensure_future(serve())
+        try:
+            await ws.write_message(json.dumps({"method": "focus", "params": {"path": path}}))
+            await asyncio.sleep(0.1)
+            res = await call(ctx, "client_notebook_outline")
+            assert "unsaved in the tab" in text(res) and res["structuredContent"]["dirty"] is True
+            res = await call(ctx, "client_edit_cell", {"cell_id": "c1", "old_string": "unsaved", "new_string": "edited"})
+            assert not res["isError"], res
+            assert edits == [{"path": path, "op": "setSource", "cellId": "c1", "source": "edited in the tab"}]
+            # the file was not touched: the tab owns the notebook
+            assert "on disk" in (jp_root_dir / path).read_text()
+        finally:
+            ws.close()
+            server.cancel()
