@@ -56,6 +56,7 @@ class JupyterACP(ExtensionApp):
     cancel_grace = Float(5.0, config=True, help="Seconds an agent has to end a turn after session/cancel.")
     agent_start_timeout = Float(60.0, config=True, help="Seconds an agent has to answer initialize.")
     agent_log_bytes = Integer(64 * 1024, config=True, help="Tail of each agent's stderr kept for error reports.")
+    store_retry_interval = Float(5.0, config=True, help="Seconds between attempts to save history while the store fails.")
     reseed_history_chars = Integer(
         8000, config=True, help="History carried into a new agent session when the old one could not be reloaded."
     )

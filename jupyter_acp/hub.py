@@ -12,7 +12,6 @@ import logging
 import os
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,7 +78,8 @@ class NotebookSession:
         self.subscribers: set[Subscriber] = set()
         self.pending_permissions: dict[str, PendingPermission] = {}
         self.outbox: list[dict[str, Any]] = []
-        self.recent: deque[dict[str, Any]] = deque(maxlen=10_000)
+        #: events (and their JSON) sent out but not yet in the store: only while the store fails
+        self.unsaved: list[tuple[dict[str, Any], str]] = []
         #: generation of the agent connection the ACP session lives in (None: must be (re)opened)
         self.acp_generation: int | None = None
         self.replaying = False
@@ -129,6 +129,7 @@ class SessionHub:
         self._flush_scheduled = False
         self._dirty: set[NotebookSession] = set()
         self._store_failed: str | None = None
+        self._store_retry_at = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
@@ -229,7 +230,6 @@ class SessionHub:
         """Record an event, then (at the end of this loop tick) send it to every subscriber."""
         session.seq += 1
         event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
-        session.recent.append(event)
         session.outbox.append(event)
         self._dirty.add(session)
         self._schedule_flush()
@@ -241,7 +241,12 @@ class SessionHub:
             asyncio.get_event_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Store this tick's events in one transaction, then hand them to subscribers."""
+        """Store this tick's events in one transaction, then hand them to subscribers.
+
+        A failing store (disk full, locked by another server) never stops the stream: events wait
+        in memory, the user is told once, and saving is retried every few seconds; when it works
+        again the waiting events are written and the user is told that too.
+        """
         self._flush_scheduled = False
         dirty, self._dirty = self._dirty, set()
         batches = []
@@ -249,15 +254,8 @@ class SessionHub:
             events, session.outbox = session.outbox, []
             encoded = [encode(e) for e in events]
             batches.append((session, events, encoded))
-            if self._store_failed is None:
-                try:
-                    self.store.append_many(session.id, events, encoded)
-                except StoreError as exc:
-                    self._store_failure(str(exc))
-        try:
-            self.store.commit()
-        except StoreError as exc:
-            self._store_failure(str(exc))
+            session.unsaved.extend(zip(events, encoded))
+        self._save_pending()
         for session, events, encoded in batches:
             for sub in list(session.subscribers):
                 try:
@@ -266,28 +264,57 @@ class SessionHub:
                     log.exception("event subscriber failed; dropping it")
                     session.subscribers.discard(sub)
 
+    def _save_pending(self) -> None:
+        if self._store_failed is not None and time.monotonic() < self._store_retry_at:
+            return
+        waiting = [s for s in self.sessions.values() if s.unsaved]
+        try:
+            for session in waiting:
+                events = [e for e, _ in session.unsaved]
+                self.store.append_many(session.id, events, [t for _, t in session.unsaved])
+            self.store.commit()
+        except StoreError as exc:
+            self._store_failure(str(exc))
+            return
+        for session in waiting:
+            session.unsaved.clear()
+        if self._store_failed is not None:
+            self._store_failed = None
+            log.warning("transcript store works again")
+            for session in waiting:
+                self.emit(session, "notice", level="info", text="history is being saved again; nothing was lost")
+
     def _store_failure(self, message: str) -> None:
         first = self._store_failed is None
         self._store_failed = message
+        self._store_retry_at = time.monotonic() + self.app.store_retry_interval
+        if not self._closing:
+            # retry even if nothing else happens: waiting events must reach the disk eventually
+            asyncio.get_event_loop().call_later(self.app.store_retry_interval + 0.01, self._save_pending)
         if first:
             log.error("transcript store failed: %s", message)
             for session in self.sessions.values():
-                if session.turn is not None:
+                if session.turn is not None or session.unsaved:
                     self.emit(
                         session,
                         "notice",
                         level="warning",
-                        text=f"history could not be saved ({message}); this conversation goes on, but may not survive a restart",
+                        text=f"history could not be saved ({message}); the conversation goes on and is kept "
+                        "in memory until saving works again",
+                        phase="store_failed",
                     )
 
     def events(self, session: NotebookSession, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """Events with seq > after, from the store (or from memory when the store failed)."""
-        if self._store_failed is None:
-            try:
-                return self.store.read(session.id, after, limit)
-            except StoreError as exc:
-                self._store_failure(str(exc))
-        out = [e for e in session.recent if e["seq"] > after]
+        """Events with seq > after: the stored ones, then those still waiting in memory."""
+        try:
+            out = self.store.read(session.id, after, limit)
+        except StoreError as exc:
+            log.warning("reading the transcript failed: %s", exc)
+            out = []
+        last = out[-1]["seq"] if out else after
+        if limit is None or len(out) < limit:
+            waiting = [e for e, _ in session.unsaved] + session.outbox
+            out.extend(e for e in waiting if e["seq"] > last)
         return out[:limit] if limit is not None else out
 
     def subscribe(self, session: NotebookSession, after: int, sub: Subscriber) -> tuple[list[dict[str, Any]], Callable[[], None]]:

@@ -66,7 +66,8 @@ class TranscriptStore:
     def open(self) -> None:
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.5)
+        # a short busy timeout: a store locked by another server must not stall the event loop
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.05)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(SCHEMA)
