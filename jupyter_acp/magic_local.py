@@ -5,7 +5,7 @@ The agent runs as a subprocess of the kernel (``python -m jupyter_acp.agent`` by
 ACP client code the server uses (``acp/connection.py`` on ``acp/wire.py``), on an asyncio loop in a
 background thread; the magic's main thread reads the same events the server would send, so rendering,
 permissions and cancel are the same code.  What is missing here: notebook cells and the sidebar. The
-agent's tools are this kernel's variables (``client_kernel_variables``, ``client_kernel_inspect``), lent
+agent's tools are this kernel's variables (``client_list_variables``, ``client_inspect_variable``, the names the server uses), lent
 through the ``org.mini-me`` client-tools convention.
 """
 
@@ -67,17 +67,17 @@ def variable_tools() -> list[dict[str, Any]]:
     prefix = convention.TOOL_METHOD_PREFIX
     return [
         {
-            "name": "client_kernel_variables",
+            "name": "client_list_variables",
             "description": "List the variables of the user's Python kernel with their type and a short summary.",
             "inputSchema": {"type": "object", "properties": {}, "required": []},
-            "method": prefix + "kernel/variables",
+            "method": prefix + "list_variables",
             "annotations": {"readOnlyHint": True, "destructiveHint": False},
         },
         {
-            "name": "client_kernel_inspect",
+            "name": "client_inspect_variable",
             "description": "Describe one variable of the user's kernel (DataFrame shape, dtypes and head; array shape and dtype; bounded repr).",
             "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-            "method": prefix + "kernel/inspect",
+            "method": prefix + "inspect_variable",
             "annotations": {"readOnlyHint": True, "destructiveHint": False},
         },
     ]
@@ -165,11 +165,11 @@ class _Client:
         if method == convention.TOOLS_LIST_METHOD:
             return {"tools": variable_tools()}
         prefix = convention.TOOL_METHOD_PREFIX
-        if method == prefix + "kernel/variables":
+        if method == prefix + "list_variables":
             ns = _public(self.backend.namespace())
             lines = [f"{k}: {_summary(v).splitlines()[0]}" for k, v in sorted(ns.items())]
             return {"content": [{"type": "text", "text": "\n".join(lines) or "(no variables)"}], "isError": False}
-        if method == prefix + "kernel/inspect":
+        if method == prefix + "inspect_variable":
             name = str(convention.strip_meta(params).get("name", ""))
             ns = self.backend.namespace()
             if name not in ns:
@@ -196,6 +196,7 @@ class LocalBackend:
 
     def kill_now(self) -> None:
         for conn in self.connections.values():
+            conn.state = "stopped"  # an exit we caused is not reported as a crash
             if conn.process:
                 conn.process.kill_now()
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from jupyter_client.session import Session
 
 from ..conftest import scripted
 
@@ -88,7 +89,11 @@ class Kernel:
             body=json.dumps({"path": self.path, "name": self.path, "type": "notebook", "kernel": {"name": "python3"}}),
         )
         self.id = json.loads(resp.body)["kernel"]["id"]
-        self.kc = self.serverapp.kernel_manager.get_kernel(self.id).client()
+        km = self.serverapp.kernel_manager.get_kernel(self.id)
+        # a session of its own: clients made by km.client() share the manager's session id, which is also
+        # their ZMQ identity, so a second client (the server's tool client) would receive our replies
+        session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme, username="magic-test")
+        self.kc = km.client(session=session)
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=90)
         return self
