@@ -103,16 +103,27 @@ class Kernel:
         code: str,
         timeout: float = 60.0,
         on_msg: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        stdin: Callable[[str], str] | None = None,
     ) -> Result:
-        msg_id = self.kc.execute(code, allow_stdin=False, stop_on_error=False)
+        """Execute a cell; ``stdin`` answers the kernel's input() prompts (the frontend's input box)."""
+        msg_id = self.kc.execute(code, allow_stdin=stdin is not None, stop_on_error=False)
         msgs: list[dict[str, Any]] = []
+        asked: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"cell did not finish in {timeout} s; so far: {msgs[-5:]}")
+            if stdin is not None:
+                try:
+                    req = await self.kc.get_stdin_msg(timeout=0.01)
+                except Exception:  # queue.Empty
+                    req = None
+                if req is not None and req["msg_type"] == "input_request":
+                    asked.append(req)
+                    self.kc.input(stdin(req["content"]["prompt"]))
             try:
-                msg = await self.kc.get_iopub_msg(timeout=min(left, 1.0))
+                msg = await self.kc.get_iopub_msg(timeout=min(left, 0.2 if stdin else 1.0))
             except Exception:  # queue.Empty
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
@@ -127,7 +138,7 @@ class Kernel:
         while True:
             reply = await self.kc.get_shell_msg(timeout=timeout)
             if reply["parent_header"].get("msg_id") == msg_id:
-                return Result(msgs, reply)
+                return Result(msgs, reply, asked)
 
     def stop(self) -> None:
         if self.kc is not None:

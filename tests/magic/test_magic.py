@@ -97,6 +97,25 @@ async def test_permission_answered_through_the_api(start_kernel, make_notebook, 
     assert "permission for Write answer.txt: allow" in text
 
 
+async def test_permission_answered_in_the_cell(start_kernel, make_notebook, api):
+    nb = make_notebook("perm_cell.ipynb")
+    k = await start_kernel(nb)
+    prompts: list[str] = []
+
+    def answer(prompt: str) -> str:
+        prompts.append(prompt)
+        return "2"  # the second option: Reject
+
+    res = await k.run("%%acp perm\nplease write answer.txt", stdin=answer)
+    assert res.status == "ok", res.text()
+    assert prompts and "[1] Allow [2] Reject" in prompts[0]
+    text = res.final()["data"]["text/plain"]
+    assert "permission: reject" in text and "permission for Write answer.txt: reject" in text
+    sid = res.final()["metadata"]["jupyter_acp"]["session_id"]
+    resolved = [e for e in await api.events(sid) if e["type"] == "permission_resolved"]
+    assert [e.get("option_id") for e in resolved] == ["reject"]
+
+
 async def test_interrupt_cancels_the_turn(start_kernel, make_notebook, api, acp_server):
     nb = make_notebook("cancel.ipynb")
     k = await start_kernel(nb)
@@ -158,6 +177,8 @@ async def test_clear_errors(start_kernel, make_notebook):
     assert res.status == "error" and "log in" in res.text(), res.text()
     res = await k.run("%acp fix")
     assert "no error to explain" in res.text() or res.status == "ok"
+    res = await k.run("%%acp slow --timeout 1\ncount")
+    assert res.status == "ok" and "timed out after 1 s" in res.final()["data"]["text/plain"], res.text()
     res = await k.run("1/0")
     res = await k.run("%acp fix")
     assert res.status == "ok", res.text()
