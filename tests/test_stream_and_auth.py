@@ -121,3 +121,29 @@ async def _check_denied(jp_serverapp, jp_fetch, jp_ws_fetch):
             assert err.value.code == 403, f"{method.upper()} {path} answered {err.value.code}"
             checked += 1
     assert checked >= 8
+
+
+async def test_cross_site_requests_are_refused(jp_serverapp, http_server_client, jp_base_url, make_notebook):
+    """A browser's login cookie alone (no XSRF token, or a foreign Origin) opens nothing."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    make_notebook("nb.ipynb")
+    token = jp_serverapp.identity_provider.token
+    resp = await http_server_client.fetch(f"{jp_base_url}api/me?token={token}")
+    login = resp.headers.get_list("Set-Cookie")[0].split(";", 1)[0]
+    url = f"{jp_base_url}jupyter-acp/sessions"
+    body = json.dumps({"notebook": "nb.ipynb"})
+    forged = await http_server_client.fetch(url, method="POST", body=body, headers={"Cookie": login}, raise_error=False)
+    assert forged.code == 403
+    xsrf = "2|abcdef12|0123456789abcdef0123456789abcdef|1796000000"
+    ok = await http_server_client.fetch(
+        url, method="POST", body=body, raise_error=False,
+        headers={"Cookie": f"{login}; _xsrf={xsrf}", "X-XSRFToken": xsrf},
+    )
+    assert ok.code == 201, "the same request with the XSRF token passes: the refusal above was the XSRF check"
+    sid = json.loads(ok.body)["id"]
+    ws_url = f"ws://127.0.0.1:{jp_serverapp.port}{jp_base_url}jupyter-acp/sessions/{sid}/stream"
+    with pytest.raises(Exception) as err:
+        await websocket_connect(HTTPRequest(ws_url, headers={"Cookie": login, "Origin": "http://evil.test"}))
+    assert "403" in str(err.value)
