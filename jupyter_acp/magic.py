@@ -10,6 +10,11 @@ Shapes follow ``%%ai`` (jupyter-ai-magics): ``-f/--format``, ``{name}`` interpol
 names left as they are, ``-f code`` puts the code in a new cell below, displayed results carry metadata.
 What ``%%ai`` lacks is here: streaming, tool calls shown, permission requests answerable from the cell or
 the sidebar (whichever answers first wins), interrupt (⏹) cancels the turn, no hard time limit.
+
+Permissions in the cell: a running cell cannot receive comm (widget) messages (they queue behind it on the
+shell channel), so buttons cannot work while the cell blocks; the cell asks with ``input()`` (the stdin
+channel does work mid-cell) when the frontend allows it. If the sidebar answers first, the input box stays
+until Enter, and a late answer is reported as already given.
 """
 
 from __future__ import annotations
