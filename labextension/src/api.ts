@@ -94,6 +94,19 @@ export class AcpApi {
     });
   }
 
+  /** Turns whose agent edits can still be reverted (null: edits outside a turn). */
+  async revertible(sessionId: string): Promise<(string | null)[]> {
+    try {
+      return (await this.request<{ turns: (string | null)[] }>(`sessions/${sessionId}/revert`)).turns ?? [];
+    } catch {
+      return []; // a server without the notebook tools
+    }
+  }
+
+  revert(sessionId: string, turnId: string | null): Promise<{ turn_id: string | null; edits: number }> {
+    return this.request(`sessions/${sessionId}/revert`, { method: 'POST', body: JSON.stringify({ turn_id: turnId }) });
+  }
+
   events(sessionId: string, after: number): Promise<IAcpEvent[]> {
     return this.request(`sessions/${sessionId}/events?after=${after}`);
   }

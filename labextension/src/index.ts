@@ -4,6 +4,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { LabIcon } from '@jupyterlab/ui-components';
 
+import { FrontendBridge } from './bridge';
 import { AgentPanel } from './panel';
 
 const PLUGIN_ID = 'jupyter-acp-host:plugin';
@@ -36,6 +37,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.title.icon = agentIcon;
     panel.title.caption = 'Agent: a chat bound to the notebook in focus';
     app.shell.add(panel, 'right', { rank: 600 });
+
+    // the server asks this tab for the selection and, with RTC off, applies agent edits here
+    new FrontendBridge(tracker);
 
     if (settingRegistry) {
       void settingRegistry

@@ -269,7 +269,7 @@ export class ChatModel {
         // Tool calls left running when the turn ends did not finish.
         for (const tool of this._tools.values()) {
           if (tool.turnId === turnId && (tool.status === 'pending' || tool.status === 'in_progress')) {
-            tool.status = e.error ? 'failed' : 'cancelled';
+            tool.status = e.error ? 'failed' : e.stop_reason === 'cancelled' ? 'cancelled' : 'ended';
             this._touch(tool);
           }
         }
@@ -402,6 +402,10 @@ export class ChatModel {
   private _upsertTool(u: any, seq: number): IToolItem {
     const key = String(u.toolCallId ?? `anon-${seq}`);
     let tool = this._tools.get(key);
+    if (tool && tool.turnId !== this.runningTurn && this.runningTurn !== null) {
+      // an id reused by a later turn is a new call, not an update of a finished one
+      tool = undefined;
+    }
     if (!tool) {
       tool = this._add<IToolItem>({
         kind: 'tool',

@@ -21,7 +21,8 @@ import {
   refreshIcon,
   runIcon,
   searchIcon,
-  stopIcon
+  stopIcon,
+  undoIcon
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
@@ -73,7 +74,8 @@ const STATUS_LABEL: Record<string, string> = {
   in_progress: 'running',
   completed: 'done',
   failed: 'failed',
-  cancelled: 'cancelled'
+  cancelled: 'cancelled',
+  ended: 'no result'
 };
 
 function el<K extends keyof HTMLElementTagNameMap>(
@@ -138,6 +140,7 @@ class SessionView {
   stick = true;
   startError: string | null = null;
   historyIndex = -1;
+  revertible = new Set<string>();
   private _poll: number | null = null;
 
   constructor(
@@ -161,10 +164,34 @@ class SessionView {
       _api,
       info.id,
       () => this.model.lastSeq,
-      events => this.model.applyAll(events)
+      events => {
+        this.model.applyAll(events);
+        if (events.some(e => e.type === 'turn_ended' || (e.type === 'notice' && /^reverted/.test(e.text ?? '')))) {
+          void this.refreshRevertible(onChange);
+        }
+      }
     );
     this.stream.onState = () => onChange();
     this.watchStart(onChange);
+  }
+
+  /** Turns whose agent edits can be reverted; their turn-end lines get a "Revert" button. */
+  async refreshRevertible(onChange: () => void): Promise<void> {
+    const turns = new Set((await this._api.revertible(this.info.id)).filter((t): t is string => !!t));
+    const changed = turns.size !== this.revertible.size || [...turns].some(t => !this.revertible.has(t));
+    if (!changed) {
+      return;
+    }
+    this.revertible = turns;
+    for (const item of this.model.items) {
+      if (item.kind === 'turn_end') {
+        const entry = this.nodes.get(item.id);
+        if (entry) {
+          entry.version = -1;
+        }
+      }
+    }
+    onChange();
   }
 
   /**
@@ -387,8 +414,10 @@ export class AgentPanel extends Widget {
       }
       let view = this._views.get(info.id);
       if (!view) {
-        view = new SessionView(info, this.api, () => this._scheduleRender(view!));
+        const created = new SessionView(info, this.api, () => this._scheduleRender(created));
+        view = created;
         this._views.set(info.id, view);
+        void view.refreshRevertible(() => this._scheduleRender(created));
       } else {
         view.info = info;
       }
@@ -407,6 +436,8 @@ export class AgentPanel extends Widget {
     }
     this._view = view;
     this._body.textContent = '';
+    delete this.node.dataset.agent;
+    delete this.node.dataset.session;
     const hasNotebook = !!this._path();
     this.node.classList.toggle('jp-ACP-noNotebook', !hasNotebook);
     if (!view) {
@@ -423,6 +454,8 @@ export class AgentPanel extends Widget {
       return;
     }
     this._body.appendChild(view.log);
+    this.node.dataset.agent = view.info.agent;
+    this.node.dataset.session = view.info.id;
     this._syncAgentSelect();
     this._render(view);
     view.log.scrollTop = view.log.scrollHeight;
@@ -476,6 +509,8 @@ export class AgentPanel extends Widget {
       return;
     }
     window.localStorage.setItem(AGENT_KEY + path, name);
+    delete this.node.dataset.agent;
+    this._agentSelect.disabled = true;
     void this._bind(name);
   }
 
@@ -531,7 +566,7 @@ export class AgentPanel extends Widget {
       case 'plan':
         return this._renderPlan(item, entry);
       case 'turn_end':
-        return this._renderTurnEnd(item, entry);
+        return this._renderTurnEnd(view, item, entry);
       case 'notice':
         return this._renderNotice(item, entry);
     }
@@ -681,7 +716,7 @@ export class AgentPanel extends Widget {
         .map(c => c.content.text as string);
       const terminals = item.content.filter(c => c?.type === 'terminal');
       if (texts.length) {
-        details.append(el('div', 'jp-ACP-detailLabel', 'Output'), el('pre', 'jp-ACP-pre', texts.join('\n')));
+        details.append(el('div', 'jp-ACP-detailLabel', 'Output'), this._textPreview(texts.join('\n')));
       }
       for (const t of terminals) {
         details.append(el('div', 'jp-ACP-detailLabel', `Terminal ${t.terminalId}`));
@@ -720,6 +755,23 @@ export class AgentPanel extends Widget {
     return box;
   }
 
+  /** A text that may be a unified diff: colour its lines. */
+  private _textPreview(text: string): HTMLElement {
+    const pre = el('pre', 'jp-ACP-pre jp-ACP-preview');
+    const isDiff = /^(---|\+\+\+|@@) /m.test(text);
+    for (const line of text.split('\n')) {
+      const row = el('div', 'jp-ACP-diffLine');
+      if (isDiff && line.startsWith('+') && !line.startsWith('+++')) {
+        row.classList.add('jp-mod-add');
+      } else if (isDiff && line.startsWith('-') && !line.startsWith('---')) {
+        row.classList.add('jp-mod-del');
+      }
+      row.textContent = line;
+      pre.appendChild(row);
+    }
+    return pre;
+  }
+
   private _permission(view: SessionView, tool: IToolItem, perm: IPermission): HTMLElement {
     const box = el('div', 'jp-ACP-permission');
     box.dataset.requestId = perm.requestId;
@@ -740,7 +792,14 @@ export class AgentPanel extends Widget {
     box.setAttribute('role', 'group');
     box.setAttribute('aria-label', `Permission requested: ${tool.title}`);
     box.appendChild(el('div', 'jp-ACP-permissionQuestion', `The agent asks to run “${tool.title}”.`));
-    if (tool.rawInput !== undefined && !tool.content.some(c => c?.type === 'diff')) {
+    // what the tool would do: the agent's preview (a diff, a command) if any, else its arguments
+    const preview = tool.content
+      .filter(c => c?.type === 'content' && c.content?.type === 'text')
+      .map(c => c.content.text as string)
+      .join('\n');
+    if (preview) {
+      box.appendChild(this._textPreview(preview));
+    } else if (tool.rawInput !== undefined && !tool.content.some(c => c?.type === 'diff')) {
       box.appendChild(el('pre', 'jp-ACP-pre', pretty(tool.rawInput)));
     }
     const row = el('div', 'jp-ACP-permissionOptions');
@@ -782,10 +841,27 @@ export class AgentPanel extends Widget {
     n.appendChild(ul);
   }
 
-  private _renderTurnEnd(item: ITurnEndItem, entry: IEntry): void {
+  private _renderTurnEnd(view: SessionView, item: ITurnEndItem, entry: IEntry): void {
     const n = entry.node;
     n.className = 'jp-ACP-item jp-ACP-turnEnd';
     n.textContent = '';
+    n.hidden = false;
+    const revert = () => {
+      if (!item.turnId || !view.revertible.has(item.turnId)) {
+        return;
+      }
+      const b = button('Revert agent edits', 'jp-ACP-linkButton jp-ACP-revert', () => {
+        b.disabled = true;
+        this.api
+          .revert(view.info.id, item.turnId)
+          .then(() => view.refreshRevertible(() => this._scheduleRender(view)))
+          .catch(err => {
+            b.disabled = false;
+            this._flash(`Could not revert: ${(err as Error).message}`);
+          });
+      }, undoIcon, "Undo the agent's edits of this turn (your own edits stay)");
+      n.appendChild(b);
+    };
     if (item.error) {
       n.classList.add('jp-mod-error');
       n.dataset.errorKind = item.errorKind ?? '';
@@ -800,6 +876,7 @@ export class AgentPanel extends Widget {
       if (item.errorKind === 'agent_failed') {
         n.appendChild(el('div', 'jp-ACP-muted', 'Your next prompt restarts the agent and resumes the conversation.'));
       }
+      revert();
       return;
     }
     const parts: string[] = [];
@@ -811,8 +888,11 @@ export class AgentPanel extends Widget {
     if (item.toolCallsServed) {
       parts.push(`${item.toolCallsServed} tool call${item.toolCallsServed === 1 ? '' : 's'} served`);
     }
-    n.textContent = parts.join(' · ');
-    n.hidden = parts.length === 0;
+    if (parts.length) {
+      n.appendChild(el('span', 'jp-ACP-turnEndText', parts.join(' · ')));
+    }
+    revert();
+    n.hidden = n.childElementCount === 0;
     n.dataset.stopReason = item.stopReason ?? '';
   }
 

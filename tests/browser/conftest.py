@@ -60,12 +60,15 @@ class Lab:
         self.proc = proc
         self.log = log
 
-    def notebook(self, name: str, cells: list[str] | None = None) -> str:
+    def notebook(self, name: str, cells: list[str] | None = None, ids: list[str] | None = None) -> str:
         nb = nbformat.v4.new_notebook()
         # without a kernelspec a "Select Kernel" dialog blocks the page
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        for src in cells or []:
-            nb.cells.append(nbformat.v4.new_code_cell(src))
+        for i, src in enumerate(cells or []):
+            cell = nbformat.v4.new_code_cell(src)
+            if ids:
+                cell.id = ids[i]
+            nb.cells.append(cell)
         (self.root / name).write_text(nbformat.writes(nb))
         return name
 
@@ -80,8 +83,31 @@ class Lab:
             return json.loads(resp.read() or b"null")
 
 
+#: what the fake model answers the built-in agent (see jupyter_acp.testing.fake_model)
+FAKE_MODEL_RULES = [
+    {"tool": "insert_cell", "match": "greeting cell", "arguments": {"source": "print('hello from the agent')"}, "times": 1},
+    {
+        "role": "tool",
+        "text": "I added a cell that greets you:\n\n```python\nprint('hello from the agent')\n```\n\nRun it with **Shift+Enter**.",
+        "times": 1,
+    },
+    {"tool": "edit_cell", "match": "make it 43", "arguments": {"cell_id": "cell-one", "old_string": "x = 42", "new_string": "x = 43"}},
+    {"tool": "edit_cell", "match": "make it 42", "arguments": {"cell_id": "cell-one", "old_string": "x = 1", "new_string": "x = 42"}},
+    {"role": "tool", "match": "(?i)refused|reject|denied|not allowed", "text": "The edit was rejected; nothing changed."},
+    {"role": "tool", "text": "Done: the cell now reads x = 42."},
+]
+
+
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def fake_model() -> Iterator[Any]:
+    from jupyter_acp.testing.fake_model import FakeModel
+
+    with FakeModel(FAKE_MODEL_RULES) as fm:
+        yield fm
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[Lab]:
     base = tmp_path_factory.mktemp("lab")
     root, runtime, config, data = (base / n for n in ("root", "runtime", "config", "data"))
     for d in (root, runtime, config, data, base / "settings", base / "workspaces"):
@@ -100,6 +126,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             "default_agent": "echo",
             "store_path": str(data / "transcripts.sqlite"),
             "agents": {
+                "builtin": {
+                    "command": sys.executable,
+                    "args": ["-m", "jupyter_acp.agent"],
+                    "title": "Built-in (fake model)",
+                    "env": {
+                        "JUPYTER_ACP_MODEL": "openai/fake",
+                        "JUPYTER_ACP_API_BASE": fake_model.url,
+                        "OPENAI_API_KEY": "sk-fake",
+                        "JUPYTER_ACP_AGENT_MODE": "auto",
+                    },
+                },
                 "perm": _agent("permission", title="Scripted: permission"),
                 "slow": _agent("slow", "--chunks", "80", "--delay", "0.15", title="Scripted: slow"),
                 "crash": _agent("crash", title="Scripted: crash"),
@@ -212,8 +249,9 @@ class Ui:
     def wait_ready(self, agent: str) -> None:
         """The panel is bound to a session of `agent` and the agent is up."""
         self.page.wait_for_function(
-            "a => { const s = document.querySelector('#jupyter-acp-sidebar .jp-ACP-agentSelect');"
-            " return s && s.value === a && !s.disabled; }",
+            "a => { const p = document.querySelector('#jupyter-acp-sidebar');"
+            " const s = p && p.querySelector('.jp-ACP-agentSelect');"
+            " return p.dataset.agent === a && s.value === a && !s.disabled; }",
             arg=agent,
             timeout=60_000,
         )

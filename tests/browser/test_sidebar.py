@@ -51,10 +51,12 @@ def test_permission_allow_then_reject(ui):
     expect(card.locator(".jp-ACP-permission.jp-mod-allowed")).to_contain_text("Allowed: Allow")
 
     ui.send("and again")
+    card = panel.locator(".jp-ACP-tool").first
     card2 = panel.locator(".jp-ACP-tool").last
     expect(card2.locator(".jp-ACP-permission:not(.jp-mod-resolved)")).to_be_visible(timeout=LONG)
-    # the second request reuses the tool call id: the card is upserted, not duplicated
-    expect(panel.locator(".jp-ACP-tool")).to_have_count(1)
+    # the agent reuses its tool call id in the new turn: a new card, the first one keeps its answer
+    expect(panel.locator(".jp-ACP-tool")).to_have_count(2)
+    expect(card.locator(".jp-ACP-permission")).to_have_count(1)
     card2.get_by_role("button", name="Reject").click()
     expect(panel.locator(".jp-ACP-message").last).to_have_text("permission: reject", timeout=LONG)
     expect(card2.locator(".jp-ACP-permission.jp-mod-rejected")).to_contain_text("Rejected: Reject")
@@ -104,6 +106,8 @@ def test_reload_replays_the_history(ui):
     ui.page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
     ui.page.wait_for_timeout(500)
     ui.shot("dark")
+    ui.page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    ui.page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
 
 
 def test_switching_notebooks_switches_conversations(ui):

@@ -70,6 +70,25 @@ test('tool calls upsert by id, updates for unannounced ids create the card', () 
   assert.equal(tools[1].status, 'cancelled');
 });
 
+test('an id reused by a later turn makes a new card; calls left open by a normal end are "ended"', () => {
+  const m = new ChatModel();
+  m.applyAll([
+    ev('turn_started', { turn_id: 't1', prompt: [] }),
+    upd({ sessionUpdate: 'tool_call', toolCallId: 'call_1', title: 'A', status: 'pending' }),
+    ev('turn_ended', { turn_id: 't1', stop_reason: 'end_turn' }),
+    ev('turn_started', { turn_id: 't2', prompt: [] }),
+    upd({ sessionUpdate: 'tool_call', toolCallId: 'call_1', title: 'B', status: 'in_progress' })
+  ]);
+  const tools = m.items.filter(i => i.kind === 'tool') as IToolItem[];
+  assert.deepEqual(
+    tools.map(t => [t.title, t.status, t.turnId]),
+    [
+      ['A', 'ended', 't1'],
+      ['B', 'in_progress', 't2']
+    ]
+  );
+});
+
 test('a permission request attaches to its tool card (created if never announced) and resolves', () => {
   const m = new ChatModel();
   m.applyAll([

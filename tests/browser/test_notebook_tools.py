@@ -1,0 +1,62 @@
+"""The built-in agent on the fake model edits the open notebook: insertion, revert, approve and reject."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+LONG = 90_000
+
+
+def test_agent_edits_the_notebook(ui):
+    nb = ui.lab.notebook("tools.ipynb", ["x = 1"], ids=["cell-one"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("builtin")
+    panel, page = ui.panel, ui.page
+    cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
+    expect(cells).to_have_count(1)
+
+    # an insertion (not gated) shows up in the open notebook at once
+    ui.send("add a greeting cell")
+    expect(cells).to_have_count(2, timeout=LONG)
+    expect(cells.nth(1)).to_contain_text("hello from the agent")
+    card = panel.locator(".jp-ACP-tool").last
+    expect(card).to_have_attribute("data-status", "completed", timeout=LONG)
+    answer = panel.locator(".jp-ACP-message").last
+    expect(answer).to_contain_text("I added a cell", timeout=LONG)
+    # code blocks in answers get copy and insert buttons
+    expect(answer.get_by_role("button", name="Copy code")).to_be_attached()
+    expect(answer.get_by_role("button", name="Insert as a cell below")).to_be_attached()
+    end = panel.locator(".jp-ACP-turnEnd").last
+    expect(end).to_contain_text("tool call", timeout=LONG)
+    revert = end.get_by_role("button", name="Undo the agent's edits of this turn (your own edits stay)")
+    expect(revert).to_be_visible(timeout=LONG)
+    card.locator(".jp-ACP-toolHead").click()  # arguments and output on demand
+    expect(card.locator(".jp-ACP-toolDetails")).to_contain_text("hello from the agent")
+    ui.shot("inserted")
+
+    # "Revert agent edits" takes the agent's cell out again
+    revert.click()
+    expect(cells).to_have_count(1, timeout=LONG)
+    expect(panel.locator(".jp-ACP-notice").last).to_contain_text("reverted", timeout=LONG)
+
+    # an edit is gated by the client: approve it and the cell changes
+    ui.send("make it 42 please")
+    ask = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)").last
+    expect(ask).to_be_visible(timeout=LONG)
+    ui.shot("edit-asking")
+    ask.locator("button[data-option-kind='allow_once']").click()
+    expect(cells.first).to_contain_text("x = 42", timeout=LONG)
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("Done", timeout=LONG)
+
+    # reject the next one: nothing changes
+    ui.send("now make it 43")
+    ask = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)").last
+    expect(ask).to_be_visible(timeout=LONG)
+    ask.locator("button[data-option-kind='reject_once']").click()
+    expect(panel.locator(".jp-ACP-permission.jp-mod-rejected").last).to_be_visible(timeout=LONG)
+    expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("rejected", timeout=LONG)
+    expect(cells.first).to_contain_text("x = 42")
+    expect(cells.first).not_to_contain_text("x = 43")
+    ui.shot("edit-rejected")
