@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import os
 from typing import Any
@@ -16,7 +15,7 @@ from . import __version__
 from .config import AgentSpec, default_agents, detected_agents
 from .acp.process import curated_env
 from .handlers import handlers
-from .hub import NotebookSession, SessionHub
+from .hub import SessionHub
 from .store import TranscriptStore
 from . import kernel_api
 from .tools.registry import build_tool_surface, tool_handlers
@@ -122,6 +121,9 @@ class JupyterACP(ExtensionApp):
         hub = getattr(self, "hub", None)
         if hub is not None:
             await hub.stop()
+        tools = getattr(self, "tools", None)
+        if tools is not None:
+            await tools.close()  # kernel clients, subshells
         store = getattr(self, "store", None)
         if store is not None:
             store.close()

@@ -164,6 +164,16 @@ class CancelHandler(BaseHandler):
         self.send({"cancelled": cancelled})
 
 
+class ResetHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self, session_id: str) -> None:
+        """A new conversation for this notebook (same session id; the agent forgets)."""
+        session = await self.hub.reset(self.session(session_id))
+        self.send(await self.described(session))
+
+
 class PermissionHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -259,6 +269,7 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/sessions/{sid}", SessionHandler),
         (rf"/jupyter-acp/sessions/{sid}/prompt", PromptHandler),
         (rf"/jupyter-acp/sessions/{sid}/cancel", CancelHandler),
+        (rf"/jupyter-acp/sessions/{sid}/reset", ResetHandler),
         (rf"/jupyter-acp/sessions/{sid}/permissions/(?P<request_id>[0-9a-zA-Z_-]{{1,64}})", PermissionHandler),
         (rf"/jupyter-acp/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),

@@ -655,6 +655,39 @@ class SessionHub:
                     session, turn, {"stop_reason": "cancelled", "error": "the agent did not stop; the turn was ended"}
                 )
 
+    async def reset(self, session: NotebookSession) -> NotebookSession:
+        """A new conversation for the notebook: the agent forgets; the transcript keeps a marker.
+
+        The notebook session (and its id) stays: only its ACP session is replaced.
+        """
+        if session.turn is not None:
+            await self.cancel(session)
+            deadline = time.monotonic() + self.app.cancel_grace + 1
+            while session.turn is not None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if session.turn is not None:
+                raise HubError("the running turn did not end; try again", 409)
+        conn = self.connections.get(session.agent)
+        old = session.acp_session_id
+        if conn is not None and conn.alive and old and conn.supports_close:
+            try:
+                await conn.request("session/close", {"sessionId": old}, timeout=5)
+            except Exception as exc:  # the agent forgetting is all we need; closing is a courtesy
+                log.info("session/close of %s failed: %s", old, exc)
+        if old:
+            self._by_acp.pop((session.agent, old), None)
+        if self.mcp_host is not None:
+            self.mcp_host.revoke_session(session.id)
+        session.record.acp_session_id = None
+        self._save(session.record)
+        session.acp_generation = None
+        session.reseed = False
+        self.emit(
+            session, "notice", level="info", phase="session_reset",
+            text="new conversation: the agent does not remember what came before this point",
+        )
+        return await self.open_session(session.notebook, session.agent)
+
     # -- permissions -----------------------------------------------------------------------------
     async def ask_permission(
         self, session: NotebookSession, tool_call: dict[str, Any], options: list[dict[str, Any]], *, source: str = "agent"

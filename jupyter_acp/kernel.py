@@ -182,7 +182,12 @@ class KernelConnection:
     def __init__(self, kernel_id: str, manager: Any) -> None:
         self.kernel_id = kernel_id
         self.manager = manager
-        self.client = manager.client()
+        # Our own Session: clients made by ``manager.client()`` share the manager's session id, which
+        # is also their ZMQ identity, so two of them in one process would steal each other's replies.
+        from jupyter_client.session import Session
+
+        session = Session(key=manager.session.key, signature_scheme=manager.session.signature_scheme)
+        self.client = manager.client(session=session)
         self.client.start_channels()
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._iopub: dict[str, IopubCallback] = {}
@@ -263,7 +268,8 @@ class KernelConnection:
 
     async def kernel_info(self, timeout: float = 10.0) -> dict[str, Any]:
         if self._info is None:
-            reply = await self.request("shell", "kernel_info_request", {}, timeout=timeout)
+            # control, not shell: a running cell (a %%acp turn, say) must not block this
+            reply = await self.request("control", "kernel_info_request", {}, timeout=timeout)
             self._info = reply["content"]
         return self._info
 
@@ -285,7 +291,7 @@ class KernelConnection:
                 msg = self.client.session.msg("kernel_info_request", {})
                 mid = msg["header"]["msg_id"]
                 self._iopub[mid] = lambda m, e=seen: e.set() if m.get("msg_type") == "status" else None
-                self.client.shell_channel.send(msg)
+                self.client.control_channel.send(msg)  # answered even while a cell runs
                 try:
                     await asyncio.wait_for(seen.wait(), 0.5)
                     self._iopub_ready = True

@@ -27,7 +27,6 @@ import hmac
 import json
 import os
 import secrets
-import time
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
@@ -170,7 +169,7 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
         try:
             session = await self.hub.open_session(notebook, agent)
             if data.get("new"):
-                session = await reset_session(self.hub, session)
+                session = await self.hub.reset(session)
         except HubError as exc:
             raise web.HTTPError(exc.status, str(exc)) from None
         return session
@@ -342,36 +341,6 @@ class PermissionHandler(KernelHandler):
         except HubError as exc:
             raise web.HTTPError(exc.status, str(exc)) from None
         self.send({"request_id": request_id, "option_id": option_id})
-
-
-async def reset_session(hub: SessionHub, session: NotebookSession) -> NotebookSession:
-    """A new conversation for the notebook: the agent forgets, the transcript keeps a marker.
-
-    The store keeps one session per (notebook, agent), so the notebook session stays and its ACP session
-    is replaced. TODO(hub owner): this belongs in ``SessionHub.reset``; it uses ``hub._save``.
-    """
-    if session.turn is not None:
-        await hub.cancel(session)
-        deadline = time.monotonic() + hub.app.cancel_grace + 1
-        while session.turn is not None and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        if session.turn is not None:
-            raise HubError("the running turn did not end; try again", 409)
-    conn = hub.connections.get(session.agent)
-    old = session.acp_session_id
-    if conn is not None and conn.alive and old and conn.supports_close:
-        with contextlib.suppress(Exception):
-            await conn.request("session/close", {"sessionId": old}, timeout=5)
-    session.record.acp_session_id = None
-    session.record.updated = time.time()
-    hub._save(session.record)
-    session.acp_generation = None
-    session.reseed = False
-    hub.emit(
-        session, "notice", level="info", phase="session_reset",
-        text="new conversation: the agent does not remember what came before this point",
-    )
-    return await hub.open_session(session.notebook, session.agent)
 
 
 def handlers() -> list[tuple[str, Any]]:

@@ -15,7 +15,6 @@ import asyncio
 import atexit
 import itertools
 import os
-import queue
 import sys
 import threading
 import time

@@ -74,3 +74,18 @@ async def test_rename_keeps_the_conversation_and_kernel_follows(api, jp_fetch, m
         assert any(e["type"] == "notice" and "renamed" in e["text"] for e in events)
     finally:
         await jp_fetch("api", "sessions", json.loads(resp.body)["id"], method="DELETE")
+
+
+async def test_reset_starts_a_new_conversation_in_the_same_session(api, make_notebook):
+    s = await api.open(make_notebook("nb.ipynb"))
+    turn = await api.prompt(s["id"], "remember me")
+    await api.wait_turn_end(s["id"], turn)
+    before = await api.events(s["id"])
+    again = await api.call("POST", "sessions", s["id"], "reset")
+    assert again["id"] == s["id"]
+    turn = await api.prompt(s["id"], "fresh start")
+    events = await api.wait_turn_end(s["id"], turn)
+    assert events[: len(before)] == before, "the transcript keeps everything"
+    assert any(e["type"] == "notice" and e.get("phase") == "session_reset" for e in events)
+    ready = [e for e in events if e["type"] == "session_ready"]
+    assert len(ready) == 2 and ready[0]["acp_session_id"] != ready[1]["acp_session_id"]
