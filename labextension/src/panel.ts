@@ -721,8 +721,13 @@ export class AgentPanel extends Widget {
       for (const t of terminals) {
         details.append(el('div', 'jp-ACP-detailLabel', `Terminal ${t.terminalId}`));
       }
-      if (item.rawOutput !== undefined) {
-        details.append(el('div', 'jp-ACP-detailLabel', 'Result'), el('pre', 'jp-ACP-pre', pretty(item.rawOutput)));
+      // an MCP-style result repeats the output above: show only what it adds
+      let result = item.rawOutput;
+      if (texts.length && result && typeof result === 'object' && Array.isArray(result.content)) {
+        result = result.structuredContent ?? undefined;
+      }
+      if (result !== undefined && result !== null) {
+        details.append(el('div', 'jp-ACP-detailLabel', 'Result'), el('pre', 'jp-ACP-pre', pretty(result)));
       }
       if (item.locations.length) {
         details.append(

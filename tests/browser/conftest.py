@@ -241,6 +241,18 @@ class Ui:
         self.page.evaluate("window.jupyterapp.shell.activateById('jupyter-acp-sidebar')")
         self.panel.wait_for(state="visible", timeout=30_000)
 
+    def widen_panel(self, by: int = 160) -> None:
+        """Drag the sidebar's split handle left (screenshots read better with a wider panel)."""
+        box = self.panel.bounding_box()
+        if not box:
+            return
+        x, y = box["x"] - 2, box["y"] + box["height"] / 2
+        self.page.mouse.move(x, y)
+        self.page.mouse.down()
+        self.page.mouse.move(x - by / 2, y)
+        self.page.mouse.move(x - by, y)
+        self.page.mouse.up()
+
     def open_notebook(self, notebook: str) -> None:
         self.page.evaluate("p => window.jupyterapp.commands.execute('docmanager:open', {path: p})", notebook)
         self.page.locator(f".jp-NotebookPanel:visible .jp-Cell").first.wait_for(timeout=60_000)

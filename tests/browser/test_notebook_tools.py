@@ -12,6 +12,7 @@ def test_agent_edits_the_notebook(ui):
     ui.open_lab(nb)
     ui.wait_ready("echo")
     ui.pick_agent("builtin")
+    ui.widen_panel()
     panel, page = ui.panel, ui.page
     cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
     expect(cells).to_have_count(1)
@@ -60,3 +61,10 @@ def test_agent_edits_the_notebook(ui):
     expect(cells.first).to_contain_text("x = 42")
     expect(cells.first).not_to_contain_text("x = 43")
     ui.shot("edit-rejected")
+    # the same conversation in the dark theme (JupyterLab's CSS variables only)
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
+    page.wait_for_timeout(500)
+    ui.shot("dark")
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)

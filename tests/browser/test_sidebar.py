@@ -93,6 +93,7 @@ def test_reload_replays_the_history(ui):
     ui.page.reload()
     ui.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=LONG)
     ui.show_panel()
+    ui.widen_panel()
     expect(panel.locator(".jp-ACP-user")).to_have_count(1, timeout=LONG)
     expect(panel.locator(".jp-ACP-user")).to_contain_text("remember this sentence")
     expect(panel.locator(".jp-ACP-message")).to_contain_text("remember this sentence")
@@ -101,13 +102,6 @@ def test_reload_replays_the_history(ui):
     box.click()
     box.press("ArrowUp")
     expect(box).to_have_value("remember this sentence")
-    # dark theme, for the README
-    ui.page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    ui.page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
-    ui.page.wait_for_timeout(500)
-    ui.shot("dark")
-    ui.page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
-    ui.page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
 
 
 def test_switching_notebooks_switches_conversations(ui):
