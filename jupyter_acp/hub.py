@@ -53,6 +53,7 @@ class PendingPermission:
     future: asyncio.Future[dict[str, Any]]
     options: list[dict[str, Any]]
     turn_id: str | None
+    tool_call_id: str | None = None
 
 
 @dataclass
@@ -63,6 +64,8 @@ class Turn:
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
     tool_calls_served: int = 0
+    #: tool calls the user allowed when the agent asked: the client's own gate does not ask twice
+    approved_tool_calls: set[str] = field(default_factory=set)
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -696,7 +699,8 @@ class SessionHub:
         request_id = uuid.uuid4().hex[:12]
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         turn_id = session.turn.id if session.turn else None
-        session.pending_permissions[request_id] = PendingPermission(request_id, fut, options, turn_id)
+        call_id = tool_call.get("toolCallId") if isinstance(tool_call.get("toolCallId"), str) else None
+        session.pending_permissions[request_id] = PendingPermission(request_id, fut, options, turn_id, call_id)
         self.emit(
             session,
             "permission_request",
@@ -721,8 +725,11 @@ class SessionHub:
         pending = session.pending_permissions.get(request_id)
         if pending is None:
             raise HubError(f"no pending permission request {request_id!r} (answered, cancelled or expired)", 404)
-        if option_id not in {o.get("optionId") for o in pending.options}:
+        kinds = {o.get("optionId"): o.get("kind", "") for o in pending.options}
+        if option_id not in kinds:
             raise HubError(f"{option_id!r} is not one of the offered options", 400)
+        if str(kinds[option_id]).startswith("allow") and pending.tool_call_id and session.turn is not None:
+            session.turn.approved_tool_calls.add(pending.tool_call_id)
         if not pending.future.done():
             pending.future.set_result({"outcome": "selected", "optionId": option_id})
         session.pending_permissions.pop(request_id, None)
@@ -744,6 +751,10 @@ class SessionHub:
             tool_call_id=tool_call_id,
             channel=channel,
         )
+
+    def user_approved(self, session: NotebookSession, tool_call_id: str | None) -> bool:
+        """True when the user already allowed this very tool call, asked by the agent, in this turn."""
+        return bool(tool_call_id and session.turn is not None and tool_call_id in session.turn.approved_tool_calls)
 
     def count_tool_call(self, session: NotebookSession) -> None:
         if session.turn is not None:

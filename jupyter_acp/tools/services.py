@@ -88,6 +88,8 @@ async def gate(
         )
     if policy == "auto" or tool_name in ctx.session.always_allowed:
         return None
+    if ctx.hub.user_approved(ctx.session, ctx.tool_call_id):
+        return None  # the agent asked the user about this very call a moment ago
     tool_call: dict[str, Any] = {
         "toolCallId": ctx.tool_call_id or f"client-{uuid.uuid4().hex[:8]}",
         "title": title,
