@@ -83,6 +83,11 @@ export class AcpApi {
     return this.request(`sessions/${sessionId}/prompt`, { method: 'POST', body: JSON.stringify({ prompt: blocks }) });
   }
 
+  /** A new conversation for the notebook: the agent forgets; the transcript keeps a marker. */
+  reset(sessionId: string): Promise<ISessionInfo> {
+    return this.request(`sessions/${sessionId}/reset`, { method: 'POST', body: '{}' });
+  }
+
   cancel(sessionId: string): Promise<{ cancelled: boolean }> {
     return this.request(`sessions/${sessionId}/cancel`, { method: 'POST', body: '{}' });
   }
@@ -118,105 +123,5 @@ export class AcpApi {
       url += `&token=${encodeURIComponent(s.token)}`;
     }
     return url;
-  }
-}
-
-export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
-
-/**
- * One session's live event stream. Reconnects with backoff, asking for the events after the last
- * seq seen, so nothing is lost or doubled.
- */
-export class EventStream {
-  state: StreamState = 'connecting';
-  onState: ((s: StreamState) => void) | null = null;
-  private _ws: WebSocket | null = null;
-  private _timer: number | null = null;
-  private _delay = 500;
-  private _closed = false;
-
-  constructor(
-    private readonly _api: AcpApi,
-    private readonly _sessionId: string,
-    private readonly _lastSeq: () => number,
-    private readonly _onEvents: (events: IAcpEvent[]) => void
-  ) {
-    this._connect();
-  }
-
-  private _set(state: StreamState): void {
-    this.state = state;
-    this.onState?.(state);
-  }
-
-  private _connect(): void {
-    if (this._closed) {
-      return;
-    }
-    const ws = new WebSocket(this._api.streamUrl(this._sessionId, this._lastSeq()));
-    this._ws = ws;
-    let queue: IAcpEvent[] = [];
-    let scheduled = false;
-    ws.onopen = () => {
-      this._delay = 500;
-      this._set('open');
-    };
-    ws.onmessage = msg => {
-      try {
-        // a frame holds one event or a batch of them
-        const data = JSON.parse(String(msg.data));
-        if (Array.isArray(data)) {
-          queue.push(...data);
-        } else {
-          queue.push(data);
-        }
-      } catch {
-        return;
-      }
-      // Batch a burst (a replay of a long history) into one render.
-      if (!scheduled) {
-        scheduled = true;
-        setTimeout(() => {
-          scheduled = false;
-          const batch = queue;
-          queue = [];
-          this._onEvents(batch);
-        }, 0);
-      }
-    };
-    ws.onclose = () => {
-      if (this._ws !== ws) {
-        return;
-      }
-      this._ws = null;
-      if (this._closed) {
-        return;
-      }
-      this._set('reconnecting');
-      this._timer = window.setTimeout(() => this._connect(), this._delay);
-      this._delay = Math.min(this._delay * 2, 8000);
-    };
-  }
-
-  /** Reconnect now (e.g. the user clicked "retry"). */
-  retry(): void {
-    if (this._timer !== null) {
-      window.clearTimeout(this._timer);
-      this._timer = null;
-    }
-    if (!this._ws) {
-      this._connect();
-    }
-  }
-
-  dispose(): void {
-    this._closed = true;
-    if (this._timer !== null) {
-      window.clearTimeout(this._timer);
-    }
-    const ws = this._ws;
-    this._ws = null;
-    ws?.close();
-    this._set('closed');
   }
 }

@@ -26,7 +26,8 @@ import {
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { AcpApi, ApiError, EventStream, IAgentInfo, ISessionInfo, StreamState } from './api';
+import { AcpApi, ApiError, IAgentInfo, ISessionInfo } from './api';
+import { EventStream, StreamState } from './stream';
 import {
   ChatModel,
   IPermission,
@@ -161,8 +162,7 @@ class SessionView {
       this.model.phase = 'ready';
     }
     this.stream = new EventStream(
-      _api,
-      info.id,
+      after => _api.streamUrl(info.id, after),
       () => this.model.lastSeq,
       events => {
         this.model.applyAll(events);
@@ -274,6 +274,7 @@ export class AgentPanel extends Widget {
   private _chip = el('button', 'jp-ACP-chip');
   private _send: HTMLButtonElement;
   private _stop: HTMLButtonElement;
+  private _newChat: HTMLButtonElement;
 
   constructor(options: IPanelOptions) {
     super();
@@ -284,7 +285,8 @@ export class AgentPanel extends Widget {
 
     // header: notebook name, agent picker, mode
     const titleRow = el('div', 'jp-ACP-titleRow');
-    titleRow.append(this._title, this._mode);
+    this._newChat = button('', 'jp-ACP-iconButton jp-ACP-newChat', () => void this._reset(), addIcon, 'New conversation (the agent forgets this one)');
+    titleRow.append(this._title, this._mode, this._newChat);
     const pickRow = el('label', 'jp-ACP-pickRow');
     pickRow.append(el('span', 'jp-ACP-pickLabel', 'Agent'), this._agentSelect);
     this._agentSelect.setAttribute('aria-label', 'Agent for this notebook');
@@ -904,6 +906,9 @@ export class AgentPanel extends Widget {
   private _renderNotice(item: INoticeItem, entry: IEntry): void {
     const n = entry.node;
     n.className = `jp-ACP-item jp-ACP-notice jp-mod-${item.level}`;
+    if (item.phase === 'session_reset') {
+      n.classList.add('jp-ACP-divider');
+    }
     n.textContent = item.text;
   }
 
@@ -915,6 +920,7 @@ export class AgentPanel extends Widget {
     this._stop.hidden = !running;
     this._send.hidden = running;
     this._send.disabled = !view;
+    this._newChat.disabled = !view;
     this._input.disabled = !view;
     this._composer.hidden = !this._path();
     this._header.hidden = !this._path();
@@ -1180,6 +1186,22 @@ export class AgentPanel extends Widget {
         status === 409 ? 'The agent is still working on the previous prompt.' : `Could not send: ${(err as Error).message}`,
         status === 409 ? 'warning' : 'error'
       );
+    }
+  }
+
+  private async _reset(): Promise<void> {
+    const view = this._view;
+    if (!view) {
+      return;
+    }
+    this._newChat.disabled = true;
+    try {
+      view.info = await this.api.reset(view.info.id);
+      view.stick = true;
+    } catch (err) {
+      this._flash(`Could not start a new conversation: ${(err as Error).message}`);
+    } finally {
+      this._newChat.disabled = false;
     }
   }
 

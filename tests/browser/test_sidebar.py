@@ -102,6 +102,11 @@ def test_reload_replays_the_history(ui):
     box.click()
     box.press("ArrowUp")
     expect(box).to_have_value("remember this sentence")
+    # a new conversation: the history stays readable above a divider
+    panel.get_by_role("button", name="New conversation (the agent forgets this one)").click()
+    expect(panel.locator(".jp-ACP-divider")).to_contain_text("new conversation", timeout=LONG)
+    expect(panel.locator(".jp-ACP-user")).to_have_count(1)
+    ui.shot("new-conversation")
 
 
 def test_switching_notebooks_switches_conversations(ui):
