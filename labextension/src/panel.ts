@@ -259,6 +259,8 @@ export class AgentPanel extends Widget {
   private _transient: { text: string; level: string } | null = null;
   private _includeSelection: boolean | null = null;
   private _menuIndex = 0;
+  private _completeToken = 0;
+  private _kinds = new Map<string, string>();
 
   // DOM
   private _header = el('div', 'jp-ACP-header');
@@ -306,7 +308,7 @@ export class AgentPanel extends Widget {
 
     // composer
     this._input.rows = 3;
-    this._input.placeholder = 'Ask the agent… (Enter to send, Shift+Enter for a new line, / for commands)';
+    this._input.placeholder = 'Ask the agent… (Enter to send, Shift+Enter for a new line, / for commands, @ for variables)';
     this._input.setAttribute('aria-label', 'Message to the agent');
     this._input.addEventListener('keydown', e => this._onKey(e));
     this._input.addEventListener('input', () => this._updateMenu());
@@ -1121,28 +1123,119 @@ export class AgentPanel extends Widget {
 
   private _updateMenu(): void {
     const commands = this._view?.model.commands ?? [];
-    const m = /^\/(\S*)$/.exec(this._input.value);
-    this._menu.textContent = '';
-    if (!m || !commands.length) {
-      this._menu.hidden = true;
+    const value = this._input.value;
+    const m = /^\/(\S*)$/.exec(value);
+    if (m && commands.length) {
+      const matches = commands.filter(c => c.name.startsWith(m[1]));
+      this._fillMenu(
+        matches.map(c => ({ label: '/' + c.name, detail: c.description ?? '', apply: () => `/${c.name} ` })),
+        'Agent commands'
+      );
       return;
     }
-    const matches = commands.filter(c => c.name.startsWith(m[1]));
-    for (const c of matches) {
+    const caret = this._input.selectionStart ?? value.length;
+    const at = /(^|\s)@([A-Za-z_][A-Za-z0-9_]*)?$/.exec(value.slice(0, caret));
+    if (at) {
+      void this._completeVariable(at[2] ?? '', caret);
+      return;
+    }
+    this._fillMenu([], '');
+  }
+
+  private _fillMenu(items: { label: string; detail: string; apply: () => string }[], label: string): void {
+    this._menu.textContent = '';
+    this._menu.setAttribute('aria-label', label);
+    for (const it of items) {
       const opt = el('div', 'jp-ACP-slashItem');
       opt.setAttribute('role', 'option');
-      opt.append(el('span', 'jp-ACP-slashName', '/' + c.name), el('span', 'jp-ACP-muted', c.description ?? ''));
+      opt.append(el('span', 'jp-ACP-slashName', it.label), el('span', 'jp-ACP-muted', it.detail));
       opt.addEventListener('mousedown', e => e.preventDefault());
       opt.addEventListener('click', () => {
-        this._input.value = `/${c.name} `;
+        this._input.value = it.apply();
         this._menu.hidden = true;
         this._input.focus();
       });
       this._menu.appendChild(opt);
     }
     this._menuIndex = 0;
-    this._menu.hidden = matches.length === 0;
+    this._menu.hidden = items.length === 0;
     this._highlightMenu();
+  }
+
+  /** `@name`: complete kernel variable names (the kernel's own completer; runs no user code). */
+  private async _completeVariable(prefix: string, caret: number): Promise<void> {
+    const kernel = this._notebook?.sessionContext.session?.kernel;
+    if (!kernel) {
+      this._fillMenu([], '');
+      return;
+    }
+    const token = ++this._completeToken;
+    let names: string[] = [];
+    try {
+      const reply = await kernel.requestComplete({ code: prefix, cursor_pos: prefix.length });
+      const content: any = reply.content;
+      if (content.status === 'ok') {
+        const meta = content.metadata?._jupyter_types_experimental as any[] | undefined;
+        const kinds = new Map<string, string>((meta ?? []).map(x => [x.text, x.type]));
+        names = (content.matches as string[])
+          .filter(n => /^[A-Za-z_][A-Za-z0-9_]*$/.test(n))
+          .filter(n => !kinds.size || ['instance', 'statement', 'module', 'function', 'class'].includes(kinds.get(n) ?? 'instance'))
+          .filter(n => !kinds.size || kinds.get(n) !== 'keyword')
+          .slice(0, 20);
+        this._kinds = kinds;
+      }
+    } catch {
+      names = [];
+    }
+    if (token !== this._completeToken) {
+      return;
+    }
+    const value = this._input.value;
+    const before = value.slice(0, caret).replace(/@[A-Za-z0-9_]*$/, '');
+    const after = value.slice(caret);
+    this._fillMenu(
+      names.map(n => ({
+        label: '@' + n,
+        detail: this._kinds.get(n) ?? 'variable',
+        apply: () => `${before}@${n} ${after.replace(/^\s+/, '')}`
+      })),
+      'Kernel variables'
+    );
+  }
+
+  /** A bounded summary of each `@name` in the prompt (the kernel's inspector: type, value, length). */
+  private async _variableBlocks(text: string): Promise<any[]> {
+    const kernel = this._notebook?.sessionContext.session?.kernel;
+    const path = this._path();
+    if (!kernel || !path) {
+      return [];
+    }
+    const names = Array.from(new Set(Array.from(text.matchAll(/(?:^|\s)@([A-Za-z_][A-Za-z0-9_]*)/g), m => m[1])));
+    const blocks: any[] = [];
+    for (const name of names.slice(0, 8)) {
+      try {
+        const reply: any = await Promise.race([
+          kernel.requestInspect({ code: name, cursor_pos: name.length, detail_level: 0 }),
+          new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 3000))
+        ]);
+        const c = reply.content;
+        if (c.status !== 'ok' || !c.found) {
+          continue;
+        }
+        // eslint-disable-next-line no-control-regex
+        let summary = String(c.data?.['text/plain'] ?? '').replace(/\u001b\[[0-9;]*m/g, '');
+        if (summary.length > 2000) {
+          summary = summary.slice(0, 2000) + '\n… (truncated)';
+        }
+        blocks.push({
+          type: 'resource',
+          resource: { uri: `kernel:${path}#${name}`, title: `@${name}`, mimeType: 'text/plain', text: summary }
+        });
+      } catch {
+        // the kernel is busy or gone: the name stays in the text, the agent can ask its tools
+      }
+    }
+    return blocks;
   }
 
   private _highlightMenu(): void {
@@ -1168,6 +1261,9 @@ export class AgentPanel extends Widget {
       if (sel && sel.block.resource.text.trim()) {
         blocks.push(sel.block);
       }
+    }
+    if (/(^|\s)@[A-Za-z_]/.test(text)) {
+      blocks.push(...(await this._variableBlocks(text)));
     }
     const draft = this._input.value;
     this._input.value = '';

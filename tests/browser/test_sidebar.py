@@ -151,3 +151,29 @@ def test_crash_shows_the_log_tail(ui):
     expect(err).to_contain_text("boom")
     expect(panel.locator(".jp-ACP-status")).to_contain_text("next prompt restarts it")
     ui.shot("crashed")
+
+
+def test_at_name_attaches_a_kernel_variable(ui):
+    nb = ui.lab.notebook("vars.ipynb", ["answer_value = 41 + 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    page, panel = ui.page, ui.panel
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=LONG)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    expect(page.locator(".jp-NotebookPanel .jp-InputPrompt").first).to_contain_text("[1]", timeout=LONG)
+    box = panel.get_by_label("Message to the agent")
+    box.click()
+    box.press_sequentially("what is @answer_v")
+    option = panel.get_by_role("option", name="@answer_value")
+    expect(option).to_be_visible(timeout=LONG)
+    ui.shot("completion")
+    box.press("Tab")
+    expect(box).to_have_value("what is @answer_value ")
+    box.press("Enter")
+    expect(panel.locator(".jp-ACP-user .jp-ACP-attachment", has_text="@answer_value")).to_be_visible(timeout=LONG)
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("what is @answer_value", timeout=LONG)
+    # the summary comes from the kernel's inspector: bounded, with the value
+    sid = ui.lab.api("sessions?notebook=vars.ipynb")[0]["id"]
+    started = [e for e in ui.lab.api(f"sessions/{sid}/events?after=0") if e["type"] == "turn_started"]
+    blocks = [b for b in started[-1]["prompt"] if b.get("type") == "resource" and b["resource"].get("title") == "@answer_value"]
+    assert blocks and "42" in blocks[0]["resource"]["text"], started[-1]["prompt"]
