@@ -24,9 +24,9 @@ def tools_config():
 @pytest.fixture
 def fake_model():
     rules = [
-        {"tool": "client_insert_cell", "match": "add a cell", "arguments": {"source": "answer = 42", "index": 0},
-         "times": 1},
-        {"role": "tool", "text": "Done: I added the cell."},
+        {"tool": "client_edit_cell", "match": "change x",
+         "arguments": {"cell_id": "cellA", "old_string": "x = 1", "new_string": "x = 2"}, "times": 1},
+        {"role": "tool", "text": "Done: x is 2 now."},
     ]
     with FakeModel(rules) as fm:
         yield fm
@@ -44,11 +44,16 @@ def acp_agents(fake_model):
     }
 
 
-async def test_agent_inserts_a_cell_after_one_permission(jp_fetch, acp, make_notebook, fake_model):
+async def test_agent_edits_a_cell_after_one_permission(jp_fetch, acp, make_notebook, fake_model, jp_root_dir):
+    import nbformat
+
     api = Api(jp_fetch)
     path = make_notebook("work/nb.ipynb", ["x = 1"])
+    nb = nbformat.read(jp_root_dir / path, as_version=4)
+    nb.cells[0].id = "cellA"
+    nbformat.write(nb, jp_root_dir / path)
     s = await api.open(path, "builtin")
-    turn = await api.prompt(s["id"], "please add a cell")
+    turn = await api.prompt(s["id"], "please change x")
     events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" for e in evs), 60)
     requests = [e for e in events if e["type"] == "permission_request"]
     assert len(requests) == 1 and requests[0]["source"] == "agent"
@@ -59,11 +64,11 @@ async def test_agent_inserts_a_cell_after_one_permission(jp_fetch, acp, make_not
     assert [e for e in events if e["type"] == "permission_request"] == requests, "no second card for the same call"
     end = [e for e in events if e["type"] == "turn_ended"][-1]
     assert end.get("stop_reason") == "end_turn", end
-    assert "added the cell" in message_text(events, turn)
+    assert "x is 2 now" in message_text(events, turn)
     updates = [e["update"] for e in events if e["type"] == "session_update"]
     done = [u for u in updates if u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "completed"]
     assert done, "the tool call completed"
     doc = await acp.tools.services.notebooks.open(path)
-    assert [c.get("source") for c in doc.cells()][:2] == ["answer = 42", "x = 1"]
+    assert [c.get("source") for c in doc.cells()] == ["x = 2"]
     tool_msgs = [m for r in fake_model.requests for m in r.get("messages", []) if m.get("role") == "tool"]
     assert tool_msgs and "error" not in json.dumps(tool_msgs[-1]).lower()[:200]
