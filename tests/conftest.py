@@ -146,3 +146,9 @@ def process_alive(pid: int) -> bool:
             return fh.read().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Browser tests last: Playwright's sync API keeps its own event loop running in this thread
+    until its session fixture ends, which no pytest-jupyter test after it could share."""
+    items.sort(key=lambda item: "tests/browser/" in str(item.fspath).replace("\\", "/"))
