@@ -948,11 +948,12 @@ export class AgentPanel extends Widget {
       text = 'Reconnecting to the server…';
       level = 'warning';
     } else if (model?.problem?.kind === 'needs_login') {
-      text = 'The agent needs you to log in';
-      detail = model.problem.text;
+      text = 'The agent needs you to log in (how: see below), then send the prompt again';
       level = 'error';
     } else if (view?.startError) {
-      text = 'The agent could not start';
+      text = /needs you to log in|auth/i.test(view.startError)
+        ? 'The agent needs you to log in'
+        : 'The agent could not start';
       detail = view.startError;
       level = 'error';
     } else if (model?.problem?.kind === 'agent_failed' && !running) {

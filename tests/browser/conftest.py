@@ -140,6 +140,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
                 "perm": _agent("permission", title="Scripted: permission"),
                 "slow": _agent("slow", "--chunks", "80", "--delay", "0.15", title="Scripted: slow"),
                 "crash": _agent("crash", title="Scripted: crash"),
+                "login": _agent("needs_auth", title="Scripted: needs login"),
             },
         },
     }

@@ -139,6 +139,21 @@ def test_switching_notebooks_switches_conversations(ui):
     ui.shot("empty")
 
 
+def test_needs_login_says_how(ui):
+    nb = ui.lab.notebook("login.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.panel.get_by_label("Agent for this notebook").select_option("login")
+    status = ui.panel.locator(".jp-ACP-status")
+    expect(status).to_contain_text("The agent needs you to log in", timeout=LONG)
+    expect(status).to_contain_text("scripted login")
+    ui.send("hello?")
+    err = ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
+    expect(err).to_have_attribute("data-error-kind", "needs_login", timeout=LONG)
+    expect(err).to_contain_text("log in")
+    ui.shot("needs-login")
+
+
 def test_crash_shows_the_log_tail(ui):
     nb = ui.lab.notebook("crash.ipynb")
     ui.open_lab(nb)
