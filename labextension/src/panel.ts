@@ -430,6 +430,13 @@ export class AgentPanel extends Widget {
       if (token !== this._bindToken) {
         return;
       }
+      const stored = window.localStorage.getItem(AGENT_KEY + path);
+      if (stored && err instanceof ApiError && err.status < 500 && !agent) {
+        // the remembered agent is gone from the configuration: fall back to the default
+        window.localStorage.removeItem(AGENT_KEY + path);
+        void this._bind();
+        return;
+      }
       this._show(null, `Could not open an agent session for ${path}: ${(err as Error).message}`);
     }
   }
@@ -447,7 +454,7 @@ export class AgentPanel extends Widget {
     if (!view) {
       if (error) {
         const box = el('div', 'jp-ACP-empty jp-ACP-error');
-        box.append(el('div', 'jp-ACP-emptyTitle', 'The agent server is not reachable'), el('p', '', error));
+        box.append(el('div', 'jp-ACP-emptyTitle', 'No agent session'), el('p', '', error));
         this._body.appendChild(box);
       } else if (!hasNotebook) {
         this._title.textContent = 'Agent';

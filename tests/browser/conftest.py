@@ -29,18 +29,19 @@ ARTIFACTS = REPO / "test-artifacts" / "browser"
 TOKEN = "browser-test-token"
 SCRIPTED = ["-m", "jupyter_acp.testing.agents"]
 
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+Browser = Page = Any  # playwright's types, imported lazily so a missing browser only skips
 
-try:
-    from playwright.sync_api import Browser, Page, sync_playwright
-except ImportError:  # pragma: no cover
-    pytest.skip("browser tests need python playwright (pip install -e '.[test]')", allow_module_level=True)
 
-if not (REPO / "jupyter_acp" / "labextension" / "package.json").exists():
-    pytest.skip(
-        "the labextension is not built (cd labextension && jlpm build:prod)", allow_module_level=True
-    )
+def _require_browser() -> None:
+    """Skip (with the reason) when the browser tests cannot run here."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:  # pragma: no cover
+        pytest.skip("browser tests need python playwright (pip install -e '.[test]')")
+    if not (REPO / "jupyter_acp" / "labextension" / "package.json").exists():
+        pytest.skip("the labextension is not built (cd labextension && jlpm build:prod)")
 
 
 def _free_port() -> int:
@@ -100,6 +101,7 @@ FAKE_MODEL_RULES = [
 
 @pytest.fixture(scope="session")
 def fake_model() -> Iterator[Any]:
+    _require_browser()
     from jupyter_acp.testing.fake_model import FakeModel
 
     with FakeModel(FAKE_MODEL_RULES) as fm:
@@ -205,6 +207,9 @@ def jp_server_cleanup() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=CHROMIUM,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from playwright.sync_api import expect
+import pytest
+
+expect = pytest.importorskip("playwright.sync_api").expect
 
 LONG = 90_000
 
@@ -40,6 +42,14 @@ def test_agent_edits_the_notebook(ui):
     revert.click()
     expect(cells).to_have_count(1, timeout=LONG)
     expect(panel.locator(".jp-ACP-notice").last).to_contain_text("reverted", timeout=LONG)
+
+    # "insert as a cell below" on a code block of the answer
+    answer.locator(".jp-ACP-code").first.hover()
+    answer.get_by_role("button", name="Insert as a cell below").click()
+    expect(cells).to_have_count(2, timeout=LONG)
+    expect(cells.nth(1)).to_contain_text("hello from the agent")
+    page.evaluate("window.jupyterapp.commands.execute('notebook:delete-cell')")
+    expect(cells).to_have_count(1, timeout=LONG)
 
     # an edit is gated by the client: approve it and the cell changes
     ui.send("make it 42 please")
