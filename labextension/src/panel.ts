@@ -142,6 +142,7 @@ class SessionView {
   startError: string | null = null;
   historyIndex = -1;
   revertible = new Set<string>();
+  draft = '';
   private _poll: number | null = null;
 
   constructor(
@@ -444,6 +445,8 @@ export class AgentPanel extends Widget {
   private _show(view: SessionView | null, error?: string): void {
     if (this._view && this._view !== view) {
       this._view.log.remove();
+      this._view.draft = this._input.value; // each conversation keeps its unsent draft
+      this._input.value = view?.draft ?? '';
     }
     this._view = view;
     this._body.textContent = '';
@@ -915,6 +918,8 @@ export class AgentPanel extends Widget {
   private _renderNotice(item: INoticeItem, entry: IEntry): void {
     const n = entry.node;
     n.className = `jp-ACP-item jp-ACP-notice jp-mod-${item.level}`;
+    // "starting agent…" drives the status line; in the log it is noise
+    n.hidden = item.phase === 'agent_starting';
     if (item.phase === 'session_reset') {
       n.classList.add('jp-ACP-divider');
     }

@@ -121,8 +121,10 @@ def test_switching_notebooks_switches_conversations(ui):
     ui.send("alpha question")
     expect(panel.locator(".jp-ACP-message").last).to_contain_text("alpha question", timeout=LONG)
 
+    panel.get_by_label("Message to the agent").fill("an unsent alpha draft")
     ui.open_notebook(b)
     expect(panel.locator(".jp-ACP-title")).to_have_text("beta.ipynb", timeout=LONG)
+    expect(panel.get_by_label("Message to the agent")).to_have_value("")
     ui.wait_ready("echo")
     expect(panel.locator(".jp-ACP-user")).to_have_count(0)
     ui.send("beta question")
@@ -133,6 +135,7 @@ def test_switching_notebooks_switches_conversations(ui):
     expect(panel.locator(".jp-ACP-user")).to_have_count(1)
     expect(panel.locator(".jp-ACP-log")).to_contain_text("alpha question")
     expect(panel.locator(".jp-ACP-log")).not_to_contain_text("beta question")
+    expect(panel.get_by_label("Message to the agent")).to_have_value("an unsent alpha draft")
     ui.shot("alpha")
 
     # with no notebook open, a short explanation instead of a dead panel
