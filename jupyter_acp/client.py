@@ -151,4 +151,5 @@ class ClientEndpoint:
         meta = (params.get("_meta") or {}).get(convention.NAMESPACE) or {}
         ctx = self.hub.tool_context(session, "client-tools", meta.get("toolCallId"))
         self.hub.count_tool_call(session)
-        return await self.hub.tools.call(ctx, name, convention.strip_meta(params))
+        with self.hub.serving(session):
+            return await self.hub.tools.call(ctx, name, convention.strip_meta(params))

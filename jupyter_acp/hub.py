@@ -8,11 +8,12 @@ before any subscriber sees it; subscribers replay from the last sequence number 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,8 @@ class Turn:
     tool_calls_served: int = 0
     #: tool calls the user allowed when the agent asked: the client's own gate does not ask twice
     approved_tool_calls: set[str] = field(default_factory=set)
+    #: requests of the agent we are serving now (tool calls, files): the agent waits on us, not hangs
+    serving: int = 0
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -585,19 +588,26 @@ class SessionHub:
             done, _ = await asyncio.wait({request}, timeout=min(1.0, idle))
             if done:
                 return request.result()
-            if session.pending_permissions:
-                turn.touch()  # waiting on the user is not the agent hanging
+            if session.pending_permissions or turn.serving:
+                turn.touch()  # waiting on the user, or on our own tool: not the agent hanging
                 continue
-            silent = time.monotonic() - turn.last_activity
-            if silent < idle:
+            silent_since = turn.last_activity
+            if time.monotonic() - silent_since < idle:
                 continue
             await conn.notify("session/cancel", {"sessionId": session.acp_session_id})
             done, _ = await asyncio.wait({request}, timeout=self.app.cancel_grace)
-            if not done:
-                request.cancel()
+            if done:
+                return request.result()
+            request.cancel()
+            hung = conn.last_traffic <= silent_since
+            if hung:  # not a byte from the agent, for any session, since this turn went quiet
+                await conn.kill_hung(f"agent {conn.name!r} stopped answering and was stopped")
             raise TurnTimeout(
                 f"agent {conn.name!r} sent nothing for {idle:g} s; the turn was ended "
-                "(JupyterACP.turn_idle_timeout). The conversation is kept: send the prompt again."
+                "(JupyterACP.turn_idle_timeout). "
+                + ("The agent did not answer at all and was stopped; your next prompt starts it again. "
+                   if hung else "")
+                + "The conversation is kept: send the prompt again."
             )
 
     def _seeded(self, session: NotebookSession, blocks: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
@@ -755,6 +765,19 @@ class SessionHub:
     def user_approved(self, session: NotebookSession, tool_call_id: str | None) -> bool:
         """True when the user already allowed this very tool call, asked by the agent, in this turn."""
         return bool(tool_call_id and session.turn is not None and tool_call_id in session.turn.approved_tool_calls)
+
+    @contextlib.contextmanager
+    def serving(self, session: NotebookSession) -> Iterator[None]:
+        """Mark a request of the agent as being served: the watchdog waits for us, not the agent."""
+        turn = session.turn
+        if turn is not None:
+            turn.serving += 1
+        try:
+            yield
+        finally:
+            if turn is not None:
+                turn.serving -= 1
+                turn.touch()
 
     def count_tool_call(self, session: NotebookSession) -> None:
         if session.turn is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -28,6 +29,7 @@ def acp_agents(tmp_path):
         "noinit": scripted("exit_at_init"),
         "badver": scripted("bad_version"),
         "fs": scripted("fs"),
+        "victim": scripted("slow", "--chunks", "400", "--delay", "0.02", "--pid-file", str(tmp_path / "victim.pid")),
     }
 
 
@@ -251,3 +253,27 @@ async def test_agent_env_is_curated(api, make_notebook, jp_serverapp, monkeypatc
     assert "JUPYTER_TOKEN" not in env and "RANDOM_SECRET" not in env
     token = jp_serverapp.identity_provider.token
     assert token and token not in json.dumps(env)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP])
+async def test_killed_or_frozen_agent_mid_turn_then_next_prompt_works(api, make_notebook, tmp_path, sig):
+    s = await api.open(make_notebook("nb.ipynb"), "victim")
+    turn = await api.prompt(s["id"], "go")
+    await api.wait_for(s["id"], lambda evs: len(message_text(evs, turn)) > 10)
+    pid = int((tmp_path / "victim.pid").read_text().split()[0])
+    os.kill(pid, sig)
+    events = await api.wait_turn_end(s["id"], turn, timeout=30)
+    end = ended(events, turn)
+    if sig == signal.SIGKILL:
+        assert end["error_kind"] == "agent_failed" and "-9" in end["error"]
+    else:
+        assert end["error_kind"] == "timeout" and "was stopped" in end["error"]
+    streamed = message_text(events, turn)
+    assert streamed and "0 1 2" in streamed, "what arrived before the fault is kept"
+    turn2 = await api.prompt(s["id"], "again")
+    events = await api.wait_turn_end(s["id"], turn2, timeout=30)
+    assert ended(events, turn2)["stop_reason"] == "end_turn"
+    assert any(e["type"] == "notice" and "seeded" in e["text"] for e in events)
+    assert int((tmp_path / "victim.pid").read_text().split()[0]) != pid, "a fresh agent process"
+    await asyncio.sleep(0.5)
+    assert not process_alive(pid), "the frozen or killed agent is gone"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +72,8 @@ class AgentConnection:
         #: the notebook session whose session/new|load|resume is in flight (request-mode tool lists)
         self.setting_up: Any = None
         self._watch: asyncio.Task[None] | None = None
+        #: when the agent last wrote anything on its stdout (monotonic clock)
+        self.last_traffic = 0.0
 
     # -- capabilities ----------------------------------------------------------------------------
     @property
@@ -147,6 +150,7 @@ class AgentConnection:
             self._handler_factory(self),
             max_frame_bytes=self._max_frame,
             on_bad_frame=lambda text: self._on_bad_frame(self, text),
+            on_traffic=self._traffic,
             name=f"agent {self.name}",
         )
         self.rpc.start()
@@ -178,6 +182,19 @@ class AgentConnection:
         self.init_result = result
         self.state = "ready"
         self.last_error = None
+
+    def _traffic(self) -> None:
+        self.last_traffic = time.monotonic()
+
+    async def kill_hung(self, reason: str) -> None:
+        """The agent stopped answering altogether: end it; the next caller starts a fresh one."""
+        async with self._lock:
+            if self.state != "ready":
+                return
+            self.state = "dead"
+            self.last_error = reason
+            self._on_exit(self)
+            await self._teardown()
 
     def _tail_suffix(self) -> str:
         tail = self.stderr_tail(10)

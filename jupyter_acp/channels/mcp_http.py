@@ -192,7 +192,8 @@ class McpToolHost:
         if self.hub.tools.by_name(name) is None or self.hub.tools.by_name(name) not in await self.hub.tools.list_tools(ctx):
             return error_result(f"unknown tool: {name}", kind="unknown_tool")
         self.hub.count_tool_call(session)
-        return await self.hub.tools.call(ctx, name, arguments)
+        with self.hub.serving(session):
+            return await self.hub.tools.call(ctx, name, arguments)
 
 
 def _error(req_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
