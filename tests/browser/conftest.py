@@ -320,6 +320,17 @@ def ui(browser: Browser, lab: Lab, request: pytest.FixtureRequest) -> Iterator[U
     assert not [e for e in errors if "jupyter-acp" in e or "ACP" in e], errors
 
 
+@pytest.fixture
+def second_ui(browser: Browser, lab: Lab, request: pytest.FixtureRequest) -> Iterator[Ui]:
+    """Another browser (its own context: cookies, storage) on the same server."""
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    context.set_default_timeout(30_000)
+    try:
+        yield Ui(context.new_page(), lab, request.node.name.removeprefix("test_") + "-second")
+    finally:
+        context.close()
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -197,3 +197,23 @@ def test_at_name_attaches_a_kernel_variable(ui):
     started = [e for e in ui.lab.api(f"sessions/{sid}/events?after=0") if e["type"] == "turn_started"]
     blocks = [b for b in started[-1]["prompt"] if b.get("type") == "resource" and b["resource"].get("title") == "@answer_value"]
     assert blocks and "42" in blocks[0]["resource"]["text"], started[-1]["prompt"]
+
+
+def test_second_browser_sees_and_answers_the_same_conversation(ui, second_ui):
+    nb = ui.lab.notebook("shared.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("perm")
+    ui.send("write it from tab A")
+    expect(ui.panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")).to_be_visible(timeout=LONG)
+
+    b = second_ui
+    b.open_lab(nb)
+    b.pick_agent("perm")
+    # the other browser replays the history, including the pending question, and answers it
+    expect(b.panel.locator(".jp-ACP-user")).to_contain_text("write it from tab A", timeout=LONG)
+    b.panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)").get_by_role("button", name="Allow").click()
+    expect(b.panel.locator(".jp-ACP-message").last).to_have_text("permission: allow", timeout=LONG)
+    # the first browser sees the answer given in the second
+    expect(ui.panel.locator(".jp-ACP-permission.jp-mod-allowed")).to_contain_text("Allowed: Allow", timeout=LONG)
+    expect(ui.panel.locator(".jp-ACP-message").last).to_have_text("permission: allow", timeout=LONG)
