@@ -18,6 +18,7 @@ Behaviours:
   loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
   bad_version   answer initialize with protocol version 99
   fs            prompt "read PATH" or "write PATH TEXT": call fs/* and report the answer or the error
+  frames        on each prompt write the lines of --frames FILE raw to stdout, then answer "done"
   mcp_client    prompt "list" or "call TOOL {json args}": use the MCP server given in session/new
                 (HTTP or stdio) and report the JSON answer; "preamble?" reports the prompt's first block
 """
@@ -159,6 +160,13 @@ class ScriptedAgent:
                 report = f"error {exc.code}: {exc.message}"
             await self._chunk(sid, report)
             return {"stopReason": "end_turn"}
+        if b == "frames":
+            with open(self.args.frames, "rb") as fh:
+                for line in fh.read().split(b"\n"):
+                    self._raw(line + b"\n")
+            await self.conn._drain()
+            await self._chunk(sid, "done")
+            return {"stopReason": "end_turn"}
         if b == "mcp_client":
             if text == "preamble?":
                 blocks = [b for b in params.get("prompt") or [] if b.get("type") == "text"]
@@ -237,6 +245,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--pid-file", default="")
+    p.add_argument("--frames", default="", help="file of raw lines for the frames behaviour")
     p.add_argument("--child", action="store_true", help="start a sleeping child in the same process group")
     return p.parse_args(argv)
 
