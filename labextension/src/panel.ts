@@ -136,6 +136,7 @@ interface IEntry {
 class SessionView {
   readonly model = new ChatModel();
   readonly log = el('div', 'jp-ACP-log');
+  readonly hint = el('div', 'jp-ACP-hint');
   readonly nodes = new Map<string, IEntry>();
   stream: EventStream | null = null;
   stick = true;
@@ -150,6 +151,16 @@ class SessionView {
     private readonly _api: AcpApi,
     onChange: () => void
   ) {
+    this.hint.append(
+      el('div', 'jp-ACP-emptyTitle', 'Ask about this notebook'),
+      el(
+        'p',
+        '',
+        'The agent sees this notebook: it can read and edit its cells, run code in its kernel and look at variables. ' +
+          'Select cells or text to include them, type @ to attach a variable, and review each edit before it happens.'
+      )
+    );
+    this.log.appendChild(this.hint);
     this.log.setAttribute('role', 'log');
     this.log.setAttribute('aria-live', 'polite');
     this.log.setAttribute('aria-label', 'Conversation with the agent');
@@ -561,6 +572,7 @@ export class AgentPanel extends Widget {
         this._renderItem(view, item, entry);
       }
     }
+    view.hint.hidden = view.model.items.some(i => i.kind === 'user' || i.kind === 'message');
     this._renderChrome();
     if (stick) {
       view.log.scrollTop = view.log.scrollHeight;

@@ -127,6 +127,8 @@ def test_switching_notebooks_switches_conversations(ui):
     expect(panel.get_by_label("Message to the agent")).to_have_value("")
     ui.wait_ready("echo")
     expect(panel.locator(".jp-ACP-user")).to_have_count(0)
+    expect(panel.locator(".jp-ACP-hint")).to_contain_text("Ask about this notebook")
+    ui.shot("beta-new")
     ui.send("beta question")
     expect(panel.locator(".jp-ACP-message").last).to_contain_text("beta question", timeout=LONG)
 
