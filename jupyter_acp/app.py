@@ -47,7 +47,9 @@ class JupyterACP(ExtensionApp):
     max_prompt_bytes = Integer(1024 * 1024, config=True, help="Largest prompt (text and embedded resources).")
     max_prompt_blocks = Integer(256, config=True, help="Most content blocks in one prompt.")
     max_sessions_per_agent = Integer(64, config=True, help="Most notebook sessions one agent process serves.")
-    max_concurrent_turns = Integer(8, config=True, help="Most turns running at once on one agent process.")
+    max_concurrent_turns = Integer(
+        8, config=True, help="Most turns running at once on one agent process; more wait their turn (a notice says so)."
+    )
     turn_idle_timeout = Float(
         300.0, config=True, help="Seconds an agent may stay silent during a turn before the turn is ended."
     )

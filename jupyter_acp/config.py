@@ -49,14 +49,20 @@ class AgentSpec(BaseModel):
 def default_agents() -> dict[str, AgentSpec]:
     """The agents a fresh install has: the built-in agent and its echo mode."""
     py = sys.executable
+    # The client queues turns past JupyterACP.max_concurrent_turns; the agent's own cap sits above it
+    # so that a notebook opening while others run is never refused.
+    cap = ["--max-concurrent", "32"]
     return {
         # our own agent speaks the client-tools convention: no MCP detour, no preamble
         "builtin": AgentSpec(
-            command=py, args=["-m", "jupyter_acp.agent"], title="Built-in agent (litellm)", tool_channel="client-tools"
+            command=py,
+            args=["-m", "jupyter_acp.agent", *cap],
+            title="Built-in agent (litellm)",
+            tool_channel="client-tools",
         ),
         "echo": AgentSpec(
             command=py,
-            args=["-m", "jupyter_acp.agent", "--echo"],
+            args=["-m", "jupyter_acp.agent", "--echo", *cap],
             title="Echo (no model: repeats your prompt)",
             tool_channel="client-tools",
         ),

@@ -139,6 +139,7 @@ class SessionHub:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
+        self._turn_slots: dict[str, asyncio.Semaphore] = {}
         for rec in store.load_sessions():
             self._add(NotebookSession(rec, store.last_seq(rec.id)))
 
@@ -518,25 +519,43 @@ class SessionHub:
         return self._by_acp.get((conn.name, acp_session_id))
 
     # -- turns -----------------------------------------------------------------------------------
-    def _active_turns(self, agent: str) -> int:
-        return sum(1 for s in self._sessions_of(agent) if s.turn is not None)
-
     async def prompt(self, session: NotebookSession, blocks: list[dict[str, Any]]) -> str:
         if session.turn is not None:
             raise HubError("a turn is already running in this session; cancel it or wait for it to end", 409)
-        if self._active_turns(session.agent) >= self.app.max_concurrent_turns:
-            raise HubError(
-                f"agent {session.agent!r} already runs {self.app.max_concurrent_turns} turns "
-                "(JupyterACP.max_concurrent_turns); try again when one ends",
-                429,
-            )
         turn = Turn(id=uuid.uuid4().hex[:12])
         session.turn = turn
         self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks)
         turn.task = self._spawn(self._run_turn(session, turn, blocks))
         return turn.id
 
+    def _slots(self, agent: str) -> asyncio.Semaphore:
+        slots = self._turn_slots.get(agent)
+        if slots is None:
+            slots = self._turn_slots[agent] = asyncio.Semaphore(self.app.max_concurrent_turns)
+        return slots
+
     async def _run_turn(self, session: NotebookSession, turn: Turn, blocks: list[dict[str, Any]]) -> None:
+        outcome: dict[str, Any]
+        slots = self._slots(session.agent)
+        try:
+            if slots.locked():
+                self.emit(
+                    session, "notice", level="info", phase="queued",
+                    text=f"agent {session.agent!r} already runs {self.app.max_concurrent_turns} turns; "
+                    "this one starts as soon as one ends (JupyterACP.max_concurrent_turns)",
+                )
+            async with slots:
+                outcome = await self._turn_body(session, turn, blocks)
+        except asyncio.CancelledError:
+            if turn.cancelled and not self._closing:
+                # the user cancelled and the agent did not stop in time (or the turn was still queued)
+                self._end_turn(session, turn, {"stop_reason": "cancelled"})
+                return
+            self._end_turn(session, turn, {"error": "the server is shutting down", "error_kind": "shutdown"})
+            raise
+        self._end_turn(session, turn, outcome)
+
+    async def _turn_body(self, session: NotebookSession, turn: Turn, blocks: list[dict[str, Any]]) -> dict[str, Any]:
         outcome: dict[str, Any]
         try:
             if session.setup_task is not None:
@@ -563,14 +582,10 @@ class SessionHub:
         except (AgentError, RpcError) as exc:
             kind = "agent_error" if isinstance(exc, RpcError) else "agent_failed"
             outcome = {"error": str(exc), "error_kind": kind}
-        except asyncio.CancelledError:
-            outcome = {"error": "the server is shutting down", "error_kind": "shutdown"}
-            self._end_turn(session, turn, outcome)
-            raise
         except Exception as exc:  # pragma: no cover - a bug, but never lose the turn's end
             log.exception("turn %s failed", turn.id)
             outcome = {"error": f"internal error: {exc!r}", "error_kind": "internal"}
-        self._end_turn(session, turn, outcome)
+        return outcome
 
     def _end_turn(self, session: NotebookSession, turn: Turn, outcome: dict[str, Any]) -> None:
         if session.turn is not turn:
@@ -658,15 +673,10 @@ class SessionHub:
         return True
 
     async def _force_end(self, session: NotebookSession, turn: Turn) -> None:
-        """An agent that ignores session/cancel still gets its turn ended."""
+        """An agent that ignores session/cancel (or a turn still queued) still gets its turn ended."""
         await asyncio.sleep(self.app.cancel_grace)
         if session.turn is turn and turn.task is not None and not turn.task.done():
             turn.task.cancel()
-            await asyncio.sleep(0)
-            if session.turn is turn:
-                self._end_turn(
-                    session, turn, {"stop_reason": "cancelled", "error": "the agent did not stop; the turn was ended"}
-                )
 
     async def reset(self, session: NotebookSession) -> NotebookSession:
         """A new conversation for the notebook: the agent forgets; the transcript keeps a marker.

@@ -277,3 +277,29 @@ async def test_killed_or_frozen_agent_mid_turn_then_next_prompt_works(api, make_
     assert int((tmp_path / "victim.pid").read_text().split()[0]) != pid, "a fresh agent process"
     await asyncio.sleep(0.5)
     assert not process_alive(pid), "the frozen or killed agent is gone"
+
+
+class TestQueue:
+    @pytest.fixture
+    def acp_config(self):
+        return {"max_concurrent_turns": 1, "cancel_grace": 1.0}
+
+    async def test_turns_past_the_limit_wait_in_line(self, api, make_notebook):
+        a = await api.open(make_notebook("a.ipynb"), "slow")
+        b = await api.open(make_notebook("b.ipynb"), "slow")
+        c = await api.open(make_notebook("c.ipynb"), "slow")
+        ta = await api.prompt(a["id"], "first")
+        await api.wait_for(a["id"], lambda evs: len(message_text(evs, ta)) > 3)
+        tb = await api.prompt(b["id"], "second")
+        tc = await api.prompt(c["id"], "third")
+        eb = await api.wait_for(b["id"], lambda evs: any(e.get("phase") == "queued" for e in evs))
+        assert not message_text(eb, tb), "nothing streams while queued"
+        await api.call("POST", "sessions", c["id"], "cancel")  # cancelling a queued turn ends it
+        ec = await api.wait_turn_end(c["id"], tc)
+        assert ended(ec, tc)["stop_reason"] == "cancelled"
+        await api.call("POST", "sessions", a["id"], "cancel")
+        await api.wait_turn_end(a["id"], ta)
+        await api.wait_for(b["id"], lambda evs: len(message_text(evs, tb)) > 3)
+        await api.call("POST", "sessions", b["id"], "cancel")
+        eb = await api.wait_turn_end(b["id"], tb)
+        assert ended(eb, tb)["stop_reason"] == "cancelled"

@@ -41,6 +41,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mcp-permission", choices=["ask", "auto"], default="ask", help="the same, for MCP tools")
     p.add_argument("--trust-mcp-annotations", action="store_true",
                    help="run MCP tools annotated read-only without asking (default: every MCP tool asks)")
+    p.add_argument(
+        "--max-concurrent", type=int, default=4,
+        help="session operations (set-ups and prompts) in flight at once; more are refused (Moltis: 4)",
+    )
     p.add_argument("--max-turn-requests", type=int, default=int(_env_float("JUPYTER_ACP_MAX_TURN_REQUESTS", 25)),
                    help="model round trips per turn")
     p.add_argument("--tool-timeout", type=float, default=_env_float("JUPYTER_ACP_TOOL_TIMEOUT", 120.0))

@@ -123,8 +123,9 @@ class BuiltinAgent:
     def _begin(self, key: str, what: str) -> None:
         if key in self.in_flight:
             raise invalid(f"session {key} already has an active {what}")
-        if len(self.in_flight) >= limits.MAX_CONCURRENT_OPERATIONS:
-            raise invalid(f"too many concurrent session operations (limit {limits.MAX_CONCURRENT_OPERATIONS})")
+        cap = getattr(self.args, "max_concurrent", None) or limits.MAX_CONCURRENT_OPERATIONS
+        if len(self.in_flight) >= cap:
+            raise invalid(f"too many concurrent session operations (limit {cap})")
         self.in_flight.add(key)
 
     def _session(self, params: dict[str, Any]) -> Session:
