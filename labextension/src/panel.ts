@@ -341,6 +341,7 @@ export class AgentPanel extends Widget {
     this.node.append(this._header, this._status, this._body, this._composer);
 
     this._tracker.currentChanged.connect(() => this._follow(), this);
+    this._tracker.widgetAdded.connect((_, nb) => nb.disposed.connect(() => this._forget()), this);
     this._tracker.activeCellChanged.connect(() => this._updateChip(), this);
     void this._loadAgents();
     this._follow();
@@ -386,6 +387,22 @@ export class AgentPanel extends Widget {
       });
     }
     void this._bind();
+  }
+
+  /** Close the streams of conversations whose notebook is no longer open in this tab. */
+  private _forget(): void {
+    const open = new Set<string>();
+    this._tracker.forEach(p => {
+      if (!p.isDisposed) {
+        open.add(p.context.localPath);
+      }
+    });
+    for (const [id, view] of this._views) {
+      if (view !== this._view && !open.has(view.info.notebook)) {
+        view.dispose();
+        this._views.delete(id);
+      }
+    }
   }
 
   private _onRename(): void {
@@ -485,6 +502,7 @@ export class AgentPanel extends Widget {
     this._render(view);
     view.log.scrollTop = view.log.scrollHeight;
     this._updateChip();
+    this._forget();
   }
 
   private async _loadAgents(): Promise<void> {
