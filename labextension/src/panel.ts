@@ -591,6 +591,8 @@ export class AgentPanel extends Widget {
       }
     }
     view.hint.hidden = view.model.items.some(i => i.kind === 'user' || i.kind === 'message');
+    // screen readers announce the answer once, when it is complete, not every streamed word
+    view.log.setAttribute('aria-busy', String(!!view.model.runningTurn && !view.model.pendingPermissions().length));
     this._renderChrome();
     if (stick) {
       view.log.scrollTop = view.log.scrollHeight;
