@@ -250,7 +250,11 @@ class SessionView {
     }
     this.stream?.dispose();
     for (const entry of this.nodes.values()) {
-      entry.renderer?.dispose();
+      try {
+        entry.renderer?.dispose();
+      } catch {
+        // a renderer attached inside a log that is no longer in the page cannot detach: nothing to do
+      }
     }
     this.log.remove();
   }

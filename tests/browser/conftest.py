@@ -317,7 +317,9 @@ def ui(browser: Browser, lab: Lab, request: pytest.FixtureRequest) -> Iterator[U
         context.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         (ARTIFACTS / f"{u.name}-console.log").write_text("\n".join(console + errors))
-    assert not [e for e in errors if "jupyter-acp" in e or "ACP" in e], errors
+    ours = [e for e in errors if "jupyter-acp" in e or "ACP" in e]
+    ours += [c for c in console if c.startswith("error") and "jupyter-acp-host" in c]
+    assert not ours, "the extension logged errors:\n" + "\n".join(ours)
 
 
 @pytest.fixture
