@@ -86,6 +86,8 @@ class Lab:
 
 #: what the fake model answers the built-in agent (see jupyter_acp.testing.fake_model)
 FAKE_MODEL_RULES = [
+    {"tool": "get_selection", "match": "what did I select", "arguments": {}},
+    {"role": "tool", "match": "active cell: index", "text": "From your tab: {last}"},
     {"tool": "insert_cell", "match": "greeting cell", "arguments": {"source": "print('hello from the agent')"}, "times": 1},
     {
         "role": "tool",

@@ -78,3 +78,20 @@ def test_agent_edits_the_notebook(ui):
     ui.shot("dark")
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
+
+
+def test_agent_reads_the_selection_from_the_tab(ui):
+    nb = ui.lab.notebook("select.ipynb", ["alpha = 1\nbeta_value = 2"], ids=["sel-cell"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("builtin")
+    page, panel = ui.page, ui.panel
+    editor = page.locator(".jp-NotebookPanel:visible .jp-Cell .cm-content").first
+    editor.click()
+    page.keyboard.press("Control+a")  # the whole cell's text
+    ui.send("what did I select?")
+    answer = panel.locator(".jp-ACP-message").last
+    # the server asked this tab (frontend bridge: focus + getSelection) and the agent got the text
+    expect(answer).to_contain_text("From your tab", timeout=LONG)
+    expect(answer).to_contain_text("beta_value = 2")
+    expect(answer).to_contain_text("sel-cell")
