@@ -12,6 +12,8 @@ from typing import Any
 import nbformat
 import pytest
 
+from jupyter_acp.testing.events import message_text  # noqa: F401  (re-exported for the tests)
+
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,17 +124,6 @@ class Api:
 @pytest.fixture
 def api(jp_fetch) -> Api:
     return Api(jp_fetch)
-
-
-def message_text(events: list[dict[str, Any]], turn_id: str | None = None, kind: str = "agent_message_chunk") -> str:
-    """The agent's streamed text in a list of events (optionally one turn's)."""
-    out, inside = [], turn_id is None
-    for e in events:
-        if e["type"] == "turn_started":
-            inside = turn_id is None or e["turn_id"] == turn_id
-        if inside and e["type"] == "session_update" and e["update"].get("sessionUpdate") == kind:
-            out.append(e["update"]["content"].get("text", ""))
-    return "".join(out)
 
 
 def process_alive(pid: int) -> bool:

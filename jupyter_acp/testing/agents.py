@@ -18,6 +18,8 @@ Behaviours:
   loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
   bad_version   answer initialize with protocol version 99
   fs            prompt "read PATH" or "write PATH TEXT": call fs/* and report the answer or the error
+  mcp_bench     prompt "bench N TOOL": N MCP tools/call of TOOL and N pings over the session's HTTP MCP
+                server (one keep-alive connection); answers the timings in ms as JSON
   frames        on each prompt write the lines of --frames FILE raw to stdout, then answer "done"
   mcp_client    prompt "list" or "call TOOL {json args}": use the MCP server given in session/new
                 (HTTP or stdio) and report the JSON answer; "preamble?" reports the prompt's first block
@@ -160,6 +162,11 @@ class ScriptedAgent:
                 report = f"error {exc.code}: {exc.message}"
             await self._chunk(sid, report)
             return {"stopReason": "end_turn"}
+        if b == "mcp_bench":
+            _, n, tool = text.split()
+            timings = await asyncio.to_thread(mcp_bench, self.sessions_mcp.get(sid, []), int(n), tool)
+            await self._chunk(sid, json.dumps(timings))
+            return {"stopReason": "end_turn"}
         if b == "frames":
             with open(self.args.frames, "rb") as fh:
                 for line in fh.read().split(b"\n"):
@@ -236,6 +243,38 @@ def mcp_roundtrip(servers: list[dict[str, Any]], message: dict[str, Any]) -> Any
             proc.kill()
     answers = [json.loads(line) for line in out.splitlines() if line.strip()]
     return answers[-1] if answers else {"error": "no answer from the stdio server"}
+
+
+def mcp_bench(servers: list[dict[str, Any]], n: int, tool: str) -> dict[str, list[float]]:
+    """Time N tools/call and N ping round trips on one keep-alive connection to the HTTP MCP server."""
+    import http.client
+    import time
+    import urllib.parse
+
+    server = next(s for s in servers if s.get("type") == "http")
+    url = urllib.parse.urlparse(server["url"])
+    headers = {h["name"]: h["value"] for h in server["headers"]}
+    headers["Content-Type"] = "application/json"
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+
+    def post(body: dict[str, Any]) -> None:
+        conn.request("POST", url.path, body=json.dumps(body), headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200 or b'"isError":true' in data:
+            raise RuntimeError(f"MCP call failed: {resp.status} {data[:200]!r}")
+
+    out: dict[str, list[float]] = {"call": [], "ping": []}
+    post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}})
+    for i in range(n):
+        t0 = time.perf_counter()
+        post({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+        out["call"].append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        post({"jsonrpc": "2.0", "id": i, "method": "ping"})
+        out["ping"].append((time.perf_counter() - t0) * 1000)
+    conn.close()
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -85,12 +85,17 @@ class ServerProcess:
         resp.raise_for_status()
         turn = resp.json()["turn_id"]
         deadline = time.monotonic() + timeout
-        events: list[dict[str, Any]] = []
+        pause = 0.01
         while time.monotonic() < deadline:
-            events = self.get("sessions", sid, "events").json()
-            if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in events):
-                return turn, events
-            time.sleep(0.05)
+            # poll the small session state, not the whole transcript; back off so that many
+            # waiting callers do not load the server they measure
+            if self.get("sessions", sid).json().get("turn_id") != turn:
+                events = self.get("sessions", sid, "events").json()
+                if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in events):
+                    return turn, events
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
+        events = self.get("sessions", sid, "events").json()
         raise AssertionError(f"turn did not end: {events[-5:]}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
