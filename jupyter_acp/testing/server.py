@@ -52,7 +52,8 @@ class ServerProcess:
             "--ServerApp.jpserver_extensions={'jupyter_acp': True}", *self.extra_args,
         ]
         log = open(self.data / "server.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        # cwd: the data dir, so files a server writes where it runs (.jupyter_ystore.db) stay there
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=self.data)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
