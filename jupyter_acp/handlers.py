@@ -261,8 +261,14 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._drop()
 
 
+#: a notebook session id in a route
+SESSION_ID = r"(?P<session_id>[0-9a-f]{32})"
+#: a permission request id in a route
+REQUEST_ID = r"(?P<request_id>[0-9a-zA-Z_-]{1,64})"
+
+
 def handlers() -> list[tuple[str, type]]:
-    sid = r"(?P<session_id>[0-9a-f]{32})"
+    sid = SESSION_ID
     return [
         (r"/jupyter-acp/agents", AgentsHandler),
         (r"/jupyter-acp/sessions", SessionsHandler),
@@ -270,7 +276,7 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/sessions/{sid}/prompt", PromptHandler),
         (rf"/jupyter-acp/sessions/{sid}/cancel", CancelHandler),
         (rf"/jupyter-acp/sessions/{sid}/reset", ResetHandler),
-        (rf"/jupyter-acp/sessions/{sid}/permissions/(?P<request_id>[0-9a-zA-Z_-]{{1,64}})", PermissionHandler),
+        (rf"/jupyter-acp/sessions/{sid}/permissions/{REQUEST_ID}", PermissionHandler),
         (rf"/jupyter-acp/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),
     ]

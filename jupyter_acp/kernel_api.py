@@ -34,6 +34,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from .handlers import REQUEST_ID, SESSION_ID
 from .hub import HubError, NotebookSession, SessionHub
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -344,7 +345,7 @@ class PermissionHandler(KernelHandler):
 
 
 def handlers() -> list[tuple[str, Any]]:
-    sid = r"(?P<session_id>[0-9a-f]{32})"
+    sid = SESSION_ID
     return [
         (r"/jupyter-acp/kernel/whoami", WhoamiHandler),
         (r"/jupyter-acp/kernel/agents", AgentsHandler),
@@ -353,7 +354,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/jupyter-acp/kernel/sessions/{sid}", SessionHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}/cancel", CancelHandler),
-        (rf"/jupyter-acp/kernel/sessions/{sid}/permissions/(?P<request_id>[0-9a-zA-Z_-]{{1,64}})", PermissionHandler),
+        (rf"/jupyter-acp/kernel/sessions/{sid}/permissions/{REQUEST_ID}", PermissionHandler),
     ]
 
 
