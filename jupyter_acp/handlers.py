@@ -49,6 +49,17 @@ class PromptBody(BaseModel):
         return self.prompt
 
 
+class ModeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode_id: str = Field(min_length=1)
+
+
+class ConfigBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    config_id: str = Field(min_length=1)
+    value: str | bool
+
+
 class PermissionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     option_id: str = Field(min_length=1)
@@ -174,6 +185,30 @@ class ResetHandler(BaseHandler):
         self.send(await self.described(session))
 
 
+class ModeHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self, session_id: str) -> None:
+        """Switch the agent's mode for this session (the agent's own modes, e.g. ask / auto)."""
+        body: ModeBody = self.parse(ModeBody)
+        session = self.session(session_id)
+        await self.hub.set_mode(session, body.mode_id)
+        self.send(await self.described(session))
+
+
+class ConfigHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self, session_id: str) -> None:
+        """Change one of the agent's session options (model, reasoning level, ...)."""
+        body: ConfigBody = self.parse(ConfigBody)
+        session = self.session(session_id)
+        await self.hub.set_config_option(session, body.config_id, body.value)
+        self.send(await self.described(session))
+
+
 class PermissionHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -276,6 +311,8 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/sessions/{sid}/prompt", PromptHandler),
         (rf"/jupyter-acp/sessions/{sid}/cancel", CancelHandler),
         (rf"/jupyter-acp/sessions/{sid}/reset", ResetHandler),
+        (rf"/jupyter-acp/sessions/{sid}/mode", ModeHandler),
+        (rf"/jupyter-acp/sessions/{sid}/config", ConfigHandler),
         (rf"/jupyter-acp/sessions/{sid}/permissions/{REQUEST_ID}", PermissionHandler),
         (rf"/jupyter-acp/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),

@@ -711,6 +711,37 @@ class SessionHub:
         )
         return await self.open_session(session.notebook, session.agent)
 
+    async def set_mode(self, session: NotebookSession, mode_id: str) -> None:
+        """Switch the agent's session mode (``session/set_mode``) and tell every watcher."""
+        await self.ensure_acp_session(session)
+        modes = session.modes or {}
+        if mode_id not in {m.get("id") for m in modes.get("availableModes") or []}:
+            raise HubError(f"{mode_id!r} is not one of the agent's modes", 400)
+        conn = self.connection(session.agent)
+        try:
+            await conn.request("session/set_mode", {"sessionId": session.acp_session_id, "modeId": mode_id}, timeout=30)
+        except RpcError as exc:
+            raise HubError(f"the agent refused the mode: {exc}", 502) from None
+        session.modes = {**modes, "currentModeId": mode_id}
+        self.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+
+    async def set_config_option(self, session: NotebookSession, config_id: str, value: Any) -> None:
+        """Change one of the agent's session options (``session/set_config_option``)."""
+        await self.ensure_acp_session(session)
+        if config_id not in {o.get("id") for o in session.config_options or []}:
+            raise HubError(f"{config_id!r} is not one of the agent's options", 400)
+        params: dict[str, Any] = {"sessionId": session.acp_session_id, "configId": config_id, "value": value}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        conn = self.connection(session.agent)
+        try:
+            result = await conn.request("session/set_config_option", params, timeout=30)
+        except RpcError as exc:
+            raise HubError(f"the agent refused the option: {exc}", 502) from None
+        if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
+            session.config_options = result["configOptions"]
+        self.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+
     # -- permissions -----------------------------------------------------------------------------
     async def ask_permission(
         self, session: NotebookSession, tool_call: dict[str, Any], options: list[dict[str, Any]], *, source: str = "agent"

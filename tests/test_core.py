@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from tornado.httpclient import HTTPClientError
 
@@ -89,3 +91,32 @@ async def test_reset_starts_a_new_conversation_in_the_same_session(api, make_not
     assert any(e["type"] == "notice" and e.get("phase") == "session_reset" for e in events)
     ready = [e for e in events if e["type"] == "session_ready"]
     assert len(ready) == 2 and ready[0]["acp_session_id"] != ready[1]["acp_session_id"]
+
+
+@pytest.fixture
+def acp_agents():
+    # the built-in agent with a model configured offers it as a config option (no model server is needed)
+    return {"modelled": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent", "--models", "openai/a,openai/b"],
+                         "env": {"JUPYTER_ACP_MODEL": "openai/a"}}}
+
+
+async def test_modes_and_config_options(api, make_notebook):
+    s = await api.open(make_notebook("nb.ipynb"), "modelled")
+    ready = await api.wait_for(s["id"], lambda evs: any(e["type"] == "session_ready" for e in evs))
+    ready = [e for e in ready if e["type"] == "session_ready"][0]
+    modes = {m["id"] for m in ready["modes"]["availableModes"]}
+    assert {"ask", "auto"} <= modes
+    switched = await api.call("POST", "sessions", s["id"], "mode", body={"mode_id": "auto"})
+    assert switched["modes"]["currentModeId"] == "auto"
+    with pytest.raises(HTTPClientError) as err:
+        await api.call("POST", "sessions", s["id"], "mode", body={"mode_id": "yolo"})
+    assert err.value.code == 400
+    option = ready["config_options"][0]
+    assert option["id"] == "model" and option["currentValue"] == "openai/a"
+    changed = await api.call("POST", "sessions", s["id"], "config", body={"config_id": "model", "value": "openai/b"})
+    assert changed["config_options"][0]["currentValue"] == "openai/b"
+    with pytest.raises(HTTPClientError) as err:
+        await api.call("POST", "sessions", s["id"], "config", body={"config_id": "nope", "value": "x"})
+    assert err.value.code == 400
+    events = await api.events(s["id"])
+    assert [e["modes"]["currentModeId"] for e in events if e["type"] == "session_config"] == ["auto", "auto"]
