@@ -89,3 +89,47 @@ def test_arbitrary_frames_never_break_the_server(fuzz_server, lines):
     assert server.get("agents").status_code == 200
     seqs = [e["seq"] for e in events]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+TOOLS = ["client_notebook_outline", "client_read_cells", "client_get_selection", "client_list_variables",
+         "client_inspect_variable", "client_insert_cell", "client_edit_cell", "client_delete_cells",
+         "client_move_cell", "client_execute_cells", "client_execute_code", "client_no_such_tool"]
+ARG_NAMES = ["cell_id", "cell_ids", "index", "start", "end", "limit", "source", "old_string", "new_string",
+             "replace_all", "cell_type", "name", "code", "timeout", "to_index", "after", "before", "x"]
+
+
+@pytest.fixture(scope="module")
+def tools_server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fuzztools")
+    (base / "root").mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("# title")]
+    nbformat.write(nb, base / "root" / "nb.ipynb")
+    agents = {"mcp": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "mcp_client"], "tool_channel": "mcp-http"}}
+    server = ServerProcess(base / "root", base / "data", agents=agents,
+                           extra_args=["--JupyterACPTools.permission_policy=auto", "--JupyterACP.turn_idle_timeout=30"])
+    server.start()
+    sid = server.open_session("nb.ipynb", "mcp")["id"]
+    yield server, sid
+    server.stop()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(tool=st.sampled_from(TOOLS), args=st.dictionaries(st.sampled_from(ARG_NAMES), json_values, max_size=4))
+def test_tool_arguments_always_get_an_answer(tools_server, tool, args):
+    """Whatever arguments a model invents, every tool answers: a result or a clear error, never a hang."""
+    server, sid = tools_server
+    from jupyter_acp.testing.events import message_text
+
+    turn, events = server.turn(sid, f"call {tool} {json.dumps(args)}", timeout=60)
+    end = [e for e in events if e["type"] == "turn_ended" and e["turn_id"] == turn][-1]
+    assert end.get("stop_reason") == "end_turn", end
+    answer = json.loads(message_text(events, turn))
+    if "result" in answer:
+        result = answer["result"]
+        assert isinstance(result["content"], list) and isinstance(result["isError"], bool)
+        if result["isError"]:
+            assert result["content"][0]["text"], "an error says what went wrong"
+    else:
+        assert answer["error"]["code"] in (-32602, -32603) and answer["error"]["message"]
+    assert server.get("sessions", sid).status_code == 200
