@@ -83,7 +83,7 @@ def main() -> None:
     under = [v for r in loaded for v in r["call"]]
     print(f"notebook                     {args.cells} cells; {args.calls} idle calls; {len(loaded)} sessions at once")
     print(f"floor: bare POST (ping)      {ping:7.2f} ms median")
-    print(f"tools/call outline           {call:7.2f} ms median  ({call / ping:.1f}x the floor; tool's own work included)")
+    print(f"tools/call outline           {call:7.2f} ms median  ({call / ping:.1f}x the bare POST; goal <= 1.5x plus the tool's own time)")
     print(f"first call of a notebook     {statistics.median(cold):7.2f} ms median (opens the live document)")
     print(f"idle p95                     {pct(idle['call'], 0.95):7.2f} ms")
     print(f"{len(loaded)} sessions at once p95    {pct(under, 0.95):7.2f} ms  "

@@ -242,7 +242,7 @@ def main() -> None:
                 floor, tool = statistics.median(res["floor"]), statistics.median(res["tool"])
                 print(f"bare extension-method echo over the pipe: {ms(res['floor'])}")
                 print(f"client_notebook_outline, {label}: {ms(res['tool'])}")
-                print(f"ratio: {tool / floor:.2f}x (goal <= 2x)")
+                print(f"client_notebook_outline ({label}) vs bare extension-method echo: {tool / floor:.2f}x (goal <= 2x)")
 
             print(f"\n# variables: DataFrame of {args.rows} rows + {args.names} other names, {args.rounds} rounds")
             run_setup_code(cf, "\n".join([
@@ -259,7 +259,7 @@ def main() -> None:
             floor, tool = statistics.median(floor_times), statistics.median(res["tool"] + res2["tool"])
             print(f"bare inspectVariables round trip (control channel): {ms(floor_times)}")
             print(f"client_list_variables (agent -> server -> kernel -> agent): {ms(res['tool'] + res2['tool'])}")
-            print(f"ratio: {tool / floor:.2f}x (goal <= 1.5x)")
+            print(f"client_list_variables vs bare inspectVariables: {tool / floor:.2f}x (goal <= 1.5x)")
             print(f"server RSS: {rss0 / 1024:.1f} MiB before, {rss1 / 1024:.1f} MiB after {args.rounds} calls, "
                   f"{rss2 / 1024:.1f} MiB after {2 * args.rounds} (growth over the 2nd batch: {(rss2 - rss1) / 1024:+.1f} MiB)")
         finally:
