@@ -92,6 +92,34 @@ export interface ICommand {
 
 export type Phase = 'unknown' | 'starting' | 'ready' | 'error';
 
+/** The agent's session modes (ACP `modes`). */
+export interface IModes {
+  currentModeId?: string;
+  availableModes?: { id: string; name?: string; description?: string }[];
+}
+
+/** One choice of a picker; `group` is set for options the agent grouped. */
+export interface IChoice {
+  value: string;
+  name: string;
+  description?: string;
+  group?: string;
+}
+
+/**
+ * A control the header shows for the session: the agent's mode, or one of its config options.
+ * `kind: 'mode'` switches through `POST .../mode`, the others through `POST .../config`.
+ */
+export interface IPicker {
+  kind: 'mode' | 'select' | 'boolean';
+  id: string;
+  name: string;
+  description?: string;
+  category?: string;
+  value: string | boolean;
+  choices: IChoice[];
+}
+
 export interface IAgentProblem {
   kind: string; // needs_login | agent_failed | timeout | agent_error | ...
   text: string;
@@ -145,7 +173,7 @@ export class ChatModel {
   phase: Phase = 'unknown';
   problem: IAgentProblem | null = null;
   commands: ICommand[] = [];
-  modes: { currentModeId?: string; availableModes?: any[] } | null = null;
+  modes: IModes | null = null;
   configOptions: any[] | null = null;
   /** Called after every applied batch; the view schedules a render. */
   onChange: (() => void) | null = null;
@@ -197,6 +225,24 @@ export class ChatModel {
       }
     }
     return out;
+  }
+
+  /**
+   * The session's modes and config options as the agent last described them (an event, or the
+   * answer of a switch). `undefined` leaves a field as it was; `null` clears it.
+   */
+  setConfig(modes: IModes | null | undefined, configOptions: any[] | null | undefined): void {
+    if (modes !== undefined) {
+      this.modes = modes && typeof modes === 'object' ? modes : null;
+    }
+    if (configOptions !== undefined) {
+      this.configOptions = Array.isArray(configOptions) ? configOptions : null;
+    }
+  }
+
+  /** The header's pickers: see `pickersOf`. */
+  pickers(): IPicker[] {
+    return pickersOf(this.modes, this.configOptions);
   }
 
   /** Prompts the user sent, oldest first (for Up-arrow recall). */
@@ -299,12 +345,11 @@ export class ChatModel {
         if (this.problem && this.problem.kind === 'needs_login') {
           this.problem = null;
         }
-        if (e.modes !== undefined) {
-          this.modes = e.modes ?? null;
-        }
-        if (e.config_options !== undefined) {
-          this.configOptions = e.config_options ?? null;
-        }
+        this.setConfig(e.modes, e.config_options);
+        break;
+      case 'session_config':
+        // a switch through the API (this browser's or another's): the whole state, as the agent has it
+        this.setConfig(e.modes, e.config_options);
         break;
       case 'notice': {
         if (e.phase === 'agent_starting') {
@@ -386,9 +431,13 @@ export class ChatModel {
         this.commands = Array.isArray(u.availableCommands) ? u.availableCommands : [];
         break;
       case 'current_mode_update':
-        this.modes = { ...(this.modes ?? {}), currentModeId: u.currentModeId };
+        // the agent switched by itself (or confirms a switch); ACP sends the id only
+        if (typeof u.currentModeId === 'string') {
+          this.modes = { ...(this.modes ?? {}), currentModeId: u.currentModeId };
+        }
         break;
       case 'config_option_update':
+        // ACP: the full set of options, not a diff
         if (Array.isArray(u.configOptions)) {
           this.configOptions = u.configOptions;
         }
@@ -470,6 +519,64 @@ export class ChatModel {
     this._perms.set(requestId, { tool, perm });
     this._touch(tool);
   }
+}
+
+/** An option's id: `id` in ACP v1, `configId` in v2 drafts. */
+export function optionId(opt: any): string {
+  return String(opt?.id ?? opt?.configId ?? '');
+}
+
+/**
+ * What the header offers for a session: the mode picker first (when the agent has at least two
+ * modes and no config option of category "mode", which ACP says supersedes `modes`), then each
+ * config option in the agent's order. Grouped select options are flattened with their group's name;
+ * a current value missing from the choices is kept as a choice, so the control never lies.
+ * Options of an unknown type, or selects with nothing to choose, are left out.
+ */
+export function pickersOf(modes: IModes | null | undefined, configOptions: any[] | null | undefined): IPicker[] {
+  const out: IPicker[] = [];
+  const options = Array.isArray(configOptions) ? configOptions.filter(o => o && typeof o === 'object' && optionId(o)) : [];
+  const available = Array.isArray(modes?.availableModes) ? modes!.availableModes!.filter(m => m && m.id) : [];
+  if (available.length && !options.some(o => o.category === 'mode')) {
+    const current = modes?.currentModeId ?? '';
+    const choices: IChoice[] = available.map(m => ({ value: String(m.id), name: String(m.name || m.id), description: m.description }));
+    if (current && !choices.some(c => c.value === current)) {
+      choices.push({ value: current, name: current });
+    }
+    out.push({ kind: 'mode', id: 'mode', name: 'Mode', description: 'How much the agent may do without asking', value: current, choices });
+  }
+  for (const o of options) {
+    const base = { id: optionId(o), name: String(o.name || optionId(o)), description: o.description ?? undefined, category: o.category ?? undefined };
+    if (o.type === 'boolean') {
+      out.push({ ...base, kind: 'boolean', value: o.currentValue === true, choices: [] });
+      continue;
+    }
+    if (o.type !== 'select' && o.type !== undefined) {
+      continue; // a control this client does not know
+    }
+    const choices: IChoice[] = [];
+    for (const entry of Array.isArray(o.options) ? o.options : []) {
+      if (entry && Array.isArray(entry.options)) {
+        const group = String(entry.name ?? entry.group ?? '');
+        for (const c of entry.options) {
+          if (c && c.value !== undefined) {
+            choices.push({ value: String(c.value), name: String(c.name ?? c.value), description: c.description, group });
+          }
+        }
+      } else if (entry && entry.value !== undefined) {
+        choices.push({ value: String(entry.value), name: String(entry.name ?? entry.value), description: entry.description });
+      }
+    }
+    const current = o.currentValue === undefined || o.currentValue === null ? '' : String(o.currentValue);
+    if (current && !choices.some(c => c.value === current)) {
+      choices.unshift({ value: current, name: current });
+    }
+    if (!choices.length) {
+      continue;
+    }
+    out.push({ ...base, kind: 'select', value: current, choices });
+  }
+  return out;
 }
 
 /** The option a keyboard shortcut or a policy should pick first, by ACP option kind. */

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { ChatModel, IAcpEvent, IToolItem, lineDiff, optionOrder } from '../model';
+import { ChatModel, IAcpEvent, IToolItem, lineDiff, optionOrder, pickersOf } from '../model';
 
 let seq = 0;
 function ev(type: string, fields: Record<string, unknown> = {}): IAcpEvent {
@@ -205,4 +205,129 @@ test('optionOrder puts allow before reject; lineDiff keeps context', () => {
     lineDiff('', 'x').map(x => x.op + x.line),
     ['+x']
   );
+});
+
+const MODES = {
+  currentModeId: 'ask',
+  availableModes: [
+    { id: 'ask', name: 'Ask', description: 'asks before editing' },
+    { id: 'auto', name: 'Auto' }
+  ]
+};
+const MODEL_OPTION = {
+  id: 'model',
+  name: 'Model',
+  category: 'model',
+  type: 'select',
+  currentValue: 'openai/a',
+  options: [
+    { value: 'openai/a', name: 'openai/a' },
+    { value: 'openai/b', name: 'openai/b' }
+  ]
+};
+
+test('modes and config options: session_ready, then the agent and the API change them', () => {
+  const m = new ChatModel();
+  m.apply(ev('session_ready', { acp_session_id: 's', modes: MODES, config_options: [MODEL_OPTION] }));
+  assert.deepEqual(
+    m.pickers().map(p => [p.kind, p.id, p.value]),
+    [
+      ['mode', 'mode', 'ask'],
+      ['select', 'model', 'openai/a']
+    ]
+  );
+  // the agent switches by itself: only the id comes
+  m.apply(upd({ sessionUpdate: 'current_mode_update', currentModeId: 'auto' }));
+  assert.equal(m.modes?.currentModeId, 'auto');
+  assert.equal(m.modes?.availableModes?.length, 2);
+  // the agent's full set of options replaces the old one
+  m.apply(upd({ sessionUpdate: 'config_option_update', configOptions: [{ ...MODEL_OPTION, currentValue: 'openai/b' }] }));
+  assert.equal(m.pickers()[1].value, 'openai/b');
+  // a switch through the API (maybe another browser's): the whole state
+  m.apply(ev('session_config', { modes: { ...MODES, currentModeId: 'ask' }, config_options: [MODEL_OPTION] }));
+  assert.deepEqual(
+    m.pickers().map(p => p.value),
+    ['ask', 'openai/a']
+  );
+  // malformed updates change nothing
+  m.apply(upd({ sessionUpdate: 'current_mode_update' }));
+  m.apply(upd({ sessionUpdate: 'config_option_update', configOptions: 'nope' }));
+  assert.deepEqual(
+    m.pickers().map(p => p.value),
+    ['ask', 'openai/a']
+  );
+  // a session_config without options clears them
+  m.apply(ev('session_config', { modes: MODES, config_options: null }));
+  assert.deepEqual(
+    m.pickers().map(p => p.id),
+    ['mode']
+  );
+});
+
+test('replayed config events end in the last state, whatever their kind', () => {
+  const m = new ChatModel();
+  const events = [
+    ev('session_ready', { modes: MODES, config_options: [MODEL_OPTION] }),
+    upd({ sessionUpdate: 'current_mode_update', currentModeId: 'auto' }),
+    ev('session_config', { modes: { ...MODES, currentModeId: 'auto' }, config_options: [MODEL_OPTION] }),
+    ev('session_config', {
+      modes: { ...MODES, currentModeId: 'auto' },
+      config_options: [{ ...MODEL_OPTION, currentValue: 'openai/b' }]
+    })
+  ];
+  m.applyAll(events);
+  const again = new ChatModel();
+  again.applyAll(events);
+  again.applyAll(events); // overlapping replay
+  for (const model of [m, again]) {
+    assert.deepEqual(
+      model.pickers().map(p => p.value),
+      ['auto', 'openai/b']
+    );
+  }
+});
+
+test('pickersOf: booleans, grouped options, v2 ids, unknown types, a mode option supersedes modes', () => {
+  const pickers = pickersOf(MODES, [
+    { configId: 'thinking', name: 'Thinking', category: 'thought_level', type: 'boolean', currentValue: true },
+    {
+      id: 'model',
+      name: 'Model',
+      type: 'select',
+      currentValue: 'm2',
+      options: [
+        { group: 'fast', name: 'Fast', options: [{ value: 'm1', name: 'Model 1' }] },
+        { group: 'smart', name: 'Smart', options: [{ value: 'm2', name: 'Model 2', description: 'slow' }] }
+      ]
+    },
+    { id: 'slider', name: 'Temperature', type: 'number', currentValue: 0.2 },
+    { id: 'empty', name: 'Nothing', type: 'select', options: [] }
+  ]);
+  assert.deepEqual(
+    pickers.map(p => [p.kind, p.id]),
+    [
+      ['mode', 'mode'],
+      ['boolean', 'thinking'],
+      ['select', 'model']
+    ]
+  );
+  assert.equal(pickers[1].value, true);
+  assert.deepEqual(pickers[2].choices, [
+    { value: 'm1', name: 'Model 1', description: undefined, group: 'Fast' },
+    { value: 'm2', name: 'Model 2', description: 'slow', group: 'Smart' }
+  ]);
+  // a current value the agent did not list stays visible
+  const stale = pickersOf(null, [{ ...MODEL_OPTION, currentValue: 'openai/old' }]);
+  assert.deepEqual(
+    stale[0].choices.map(c => c.value),
+    ['openai/old', 'openai/a', 'openai/b']
+  );
+  // ACP: config options supersede modes; a "mode" option replaces the mode picker
+  const modeOption = { id: 'mode', name: 'Session Mode', category: 'mode', type: 'select', currentValue: 'ask', options: [{ value: 'ask', name: 'Ask' }] };
+  assert.deepEqual(
+    pickersOf(MODES, [modeOption]).map(p => [p.kind, p.id]),
+    [['select', 'mode']]
+  );
+  assert.deepEqual(pickersOf(null, null), []);
+  assert.deepEqual(pickersOf({ currentModeId: 'x', availableModes: [] }, []), []);
 });
