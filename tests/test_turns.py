@@ -195,7 +195,7 @@ async def test_fs_confined_to_root(api, make_notebook, jp_root_dir, tmp_path_fac
 
     assert await run(f"read {jp_root_dir / 'inside.txt'}") == "ok: hello inside"
     for path in (str(outside), f"{jp_root_dir}/../{outside.parent.name}/secret.txt", str(jp_root_dir / "link.txt"),
-                 "relative.txt", str(jp_root_dir) + "/" + "a" * 5000):
+                 "relative.txt", str(jp_root_dir) + "/" + "a" * 5000, f"{jp_root_dir}/inside.txt\x00.png"):
         answer = await run(f"read {path}")
         assert answer.startswith("error -32602"), (path, answer)
         assert "top secret" not in answer
