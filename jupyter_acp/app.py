@@ -46,7 +46,12 @@ class JupyterACP(ExtensionApp):
     max_frame_bytes = Integer(16 * 1024 * 1024, config=True, help="Largest message accepted from an agent.")
     max_prompt_bytes = Integer(1024 * 1024, config=True, help="Largest prompt (text and embedded resources).")
     max_prompt_blocks = Integer(256, config=True, help="Most content blocks in one prompt.")
-    max_sessions_per_agent = Integer(64, config=True, help="Most notebook sessions one agent process serves.")
+    max_sessions_per_agent = Integer(
+        64,
+        config=True,
+        help="Most agent sessions open at once in one agent process; past it the least recently used idle "
+        "notebook's agent session is closed, and resumed (or re-seeded) when that notebook is used again.",
+    )
     max_concurrent_turns = Integer(
         8, config=True, help="Most turns running at once on one agent process; more wait their turn (a notice says so)."
     )

@@ -100,6 +100,7 @@ class NotebookSession:
         #: channels carrying the tools to this session's agent, and whether it was told about them
         self.channels: frozenset[str] = frozenset()
         self.primed = False
+        self.last_used = 0.0  # monotonic time of the last prompt: the least recently used yields first
 
     @property
     def id(self) -> str:
@@ -180,12 +181,6 @@ class SessionHub:
             exists = await _maybe_await(cm.file_exists(path))
             if not exists:
                 raise HubError(f"no notebook at {path!r}", 404)
-            if len(self._sessions_of(agent)) >= self.app.max_sessions_per_agent:
-                raise HubError(
-                    f"agent {agent!r} already serves {self.app.max_sessions_per_agent} sessions "
-                    "(JupyterACP.max_sessions_per_agent)",
-                    429,
-                )
             now = time.time()
             rec = SessionRecord(
                 id=uuid.uuid4().hex, notebook=path, agent=agent, cwd=self.cwd_for(path), created=now, updated=now
@@ -424,7 +419,28 @@ class SessionHub:
             session.error = str(exc)
             raise
 
+    async def _make_room(self, session: NotebookSession, conn: AgentConnection) -> None:
+        """Keep an agent under max_sessions_per_agent: the least recently used idle session yields
+        its agent session (closed when the agent can), and picks it up again when next used."""
+        live = [s for s in self._sessions_of(conn.name) if s.acp_generation == conn.generation and s is not session]
+        if len(live) < self.app.max_sessions_per_agent:
+            return
+        idle = sorted((s for s in live if s.turn is None), key=lambda s: s.last_used)
+        if not idle:
+            raise HubError(
+                f"agent {conn.name!r} already runs {len(live)} sessions, all busy (JupyterACP.max_sessions_per_agent)", 429
+            )
+        victim = idle[0]
+        victim.acp_generation = None
+        if conn.supports_close and victim.acp_session_id:
+            try:
+                await conn.request("session/close", {"sessionId": victim.acp_session_id}, timeout=10)
+            except Exception as exc:  # closing is a courtesy to the agent
+                log.info("session/close of %s failed: %s", victim.acp_session_id, exc)
+        log.info("session %s of %s yielded its agent session to %s", victim.id, victim.notebook, session.notebook)
+
     async def _open_acp_session(self, session: NotebookSession, conn: AgentConnection) -> None:
+        await self._make_room(session, conn)
         conn.setting_up = session
         try:
             mcp_servers = await self._mcp_servers(session, conn)
@@ -524,6 +540,7 @@ class SessionHub:
             raise HubError("a turn is already running in this session; cancel it or wait for it to end", 409)
         turn = Turn(id=uuid.uuid4().hex[:12])
         session.turn = turn
+        session.last_used = time.monotonic()
         self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks)
         turn.task = self._spawn(self._run_turn(session, turn, blocks))
         return turn.id

@@ -303,3 +303,23 @@ class TestQueue:
         await api.call("POST", "sessions", b["id"], "cancel")
         eb = await api.wait_turn_end(b["id"], tb)
         assert ended(eb, tb)["stop_reason"] == "cancelled"
+
+
+class TestSessionCap:
+    @pytest.fixture
+    def acp_config(self):
+        return {"max_sessions_per_agent": 2}
+
+    async def test_least_recently_used_session_yields_and_comes_back(self, api, make_notebook):
+        sids = []
+        for name in ("a", "b", "c"):
+            s = await api.open(make_notebook(f"{name}.ipynb"), "stream")
+            turn = await api.prompt(s["id"], "go")
+            await api.wait_turn_end(s["id"], turn)
+            sids.append(s["id"])
+        # a yielded its agent session to c; using a again re-opens it (re-seeded: the agent cannot load)
+        turn = await api.prompt(sids[0], "back again")
+        events = await api.wait_turn_end(sids[0], turn)
+        assert ended(events, turn)["stop_reason"] == "end_turn"
+        assert any(e["type"] == "notice" and "seeded" in e["text"] for e in events)
+        assert len([e for e in events if e["type"] == "session_ready"]) == 2
