@@ -88,6 +88,19 @@ export class AcpApi {
     return this.request(`sessions/${sessionId}/reset`, { method: 'POST', body: '{}' });
   }
 
+  /** Switch the agent's mode; answers the session description (with `modes`, `config_options`). */
+  setMode(sessionId: string, modeId: string): Promise<ISessionInfo> {
+    return this.request(`sessions/${sessionId}/mode`, { method: 'POST', body: JSON.stringify({ mode_id: modeId }) });
+  }
+
+  /** Change one of the agent's session options (a string for selects, a boolean for toggles). */
+  setConfig(sessionId: string, configId: string, value: string | boolean): Promise<ISessionInfo> {
+    return this.request(`sessions/${sessionId}/config`, {
+      method: 'POST',
+      body: JSON.stringify({ config_id: configId, value })
+    });
+  }
+
   cancel(sessionId: string): Promise<{ cancelled: boolean }> {
     return this.request(`sessions/${sessionId}/cancel`, { method: 'POST', body: '{}' });
   }

@@ -11,6 +11,7 @@ import {
   LabIcon,
   addIcon,
   bugIcon,
+  closeIcon,
   copyIcon,
   deleteIcon,
   editIcon,
@@ -31,6 +32,7 @@ import { EventStream, StreamState } from './stream';
 import {
   ChatModel,
   IPermission,
+  IPicker,
   IPlanItem,
   IToolItem,
   ITurnEndItem,
@@ -168,6 +170,8 @@ class SessionView {
       this.stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 48;
     });
     this.model.onChange = onChange;
+    // the pickers show at once; the replayed events then bring the same state, in order
+    this.model.setConfig(info.modes ?? undefined, info.config_options ?? undefined);
     if (info.state === 'starting') {
       this.model.phase = 'starting';
     } else if (info.state === 'ready' || info.state === 'busy') {
@@ -282,7 +286,13 @@ export class AgentPanel extends Widget {
   private _header = el('div', 'jp-ACP-header');
   private _title = el('div', 'jp-ACP-title');
   private _agentSelect = el('select', 'jp-ACP-agentSelect');
-  private _mode = el('span', 'jp-ACP-mode');
+  private _options = el('div', 'jp-ACP-options');
+  private _optionsError = el('div', 'jp-ACP-optionsError');
+  private _optionsSig = '';
+  /** Switches waiting for the server, by `session:picker`. */
+  private _pending = new Set<string>();
+  /** The last refused switch, shown under the pickers until dismissed or a switch succeeds. */
+  private _optionError: { session: string; text: string } | null = null;
   private _status = el('div', 'jp-ACP-status');
   private _body = el('div', 'jp-ACP-body');
   private _empty = el('div', 'jp-ACP-empty');
@@ -301,15 +311,20 @@ export class AgentPanel extends Widget {
     this._tracker = options.tracker;
     this._rendermime = options.rendermime;
 
-    // header: notebook name, agent picker, mode
+    // header: notebook name, agent picker, the session's mode and options
     const titleRow = el('div', 'jp-ACP-titleRow');
     this._newChat = button('', 'jp-ACP-iconButton jp-ACP-newChat', () => void this._reset(), addIcon, 'New conversation (the agent forgets this one)');
-    titleRow.append(this._title, this._mode, this._newChat);
+    titleRow.append(this._title, this._newChat);
     const pickRow = el('label', 'jp-ACP-pickRow');
     pickRow.append(el('span', 'jp-ACP-pickLabel', 'Agent'), this._agentSelect);
     this._agentSelect.setAttribute('aria-label', 'Agent for this notebook');
     this._agentSelect.addEventListener('change', () => this._pickAgent(this._agentSelect.value));
-    this._header.append(titleRow, pickRow);
+    this._options.setAttribute('role', 'group');
+    this._options.setAttribute('aria-label', "The agent's session options");
+    this._options.hidden = true;
+    this._optionsError.setAttribute('role', 'alert');
+    this._optionsError.hidden = true;
+    this._header.append(titleRow, pickRow, this._options, this._optionsError);
 
     this._status.setAttribute('role', 'status');
     this._empty.append(
@@ -975,11 +990,7 @@ export class AgentPanel extends Widget {
     this._composer.hidden = !this._path();
     this._header.hidden = !this._path();
 
-    const modes = model?.modes;
-    const current = modes?.availableModes?.find((m: any) => m.id === modes.currentModeId);
-    this._mode.textContent = current ? current.name : (modes?.currentModeId ?? '');
-    this._mode.hidden = !this._mode.textContent;
-    this._mode.title = 'Agent mode';
+    this._renderOptions();
 
     // the status line: the most urgent of reconnecting, errors, starting, working
     const s = this._status;
@@ -1029,6 +1040,138 @@ export class AgentPanel extends Widget {
       if (streamState === 'reconnecting' && !this._transient) {
         s.appendChild(button('Retry now', 'jp-ACP-linkButton', () => view?.stream?.retry()));
       }
+    }
+  }
+
+  /**
+   * The agent's mode and config options as compact pickers. Rebuilt only when something they show
+   * changes (the chrome re-renders on every streamed chunk; rebuilding would close an open select).
+   */
+  private _renderOptions(): void {
+    const view = this._view;
+    const pickers = view ? view.model.pickers() : [];
+    const running = !!view?.model.runningTurn;
+    const sid = view?.info.id ?? '';
+    const error = this._optionError && this._optionError.session === sid ? this._optionError.text : '';
+    const pending = [...this._pending].filter(k => k.startsWith(sid + ':'));
+    const sig = JSON.stringify([sid, pickers, running, pending, error]);
+    if (sig === this._optionsSig) {
+      return;
+    }
+    this._optionsSig = sig;
+    this._options.textContent = '';
+    this._options.hidden = !pickers.length;
+    for (const p of pickers) {
+      this._options.appendChild(this._picker(view!, p, running));
+    }
+    const box = this._optionsError;
+    box.textContent = '';
+    box.hidden = !error;
+    if (error) {
+      box.append(
+        el('span', 'jp-ACP-optionsErrorText', error),
+        button('', 'jp-ACP-iconButton jp-ACP-dismiss', () => {
+          this._optionError = null;
+          this._renderOptions();
+        }, closeIcon, 'Dismiss')
+      );
+    }
+  }
+
+  private _picker(view: SessionView, p: IPicker, running: boolean): HTMLElement {
+    const key = `${view.info.id}:${p.kind === 'mode' ? 'mode' : 'config:' + p.id}`;
+    const pending = this._pending.has(key);
+    // While a turn runs the mode can still change: agents apply it from their next step (the
+    // built-in agent checks it at each tool call, so "Auto" stops the questions of a long turn).
+    // Other options (the model above all) wait for the turn's end: one answer from two models
+    // would be confusing, and agents read them when a prompt starts.
+    const locked = running && p.kind !== 'mode' && p.category !== 'mode';
+    const title = (p.description || p.name) + (locked ? ' (can be changed when the agent is done)' : '');
+    if (p.kind === 'boolean') {
+      // JupyterLab's own switch (ui-components' Switch): its classes give the native look
+      const sw = el('button', 'jp-switch jp-ACP-switch');
+      sw.type = 'button';
+      sw.setAttribute('role', 'switch');
+      sw.setAttribute('aria-checked', String(p.value === true));
+      sw.setAttribute('aria-label', p.name);
+      sw.dataset.option = p.id;
+      sw.title = title;
+      sw.disabled = locked || pending;
+      sw.setAttribute('aria-busy', String(pending));
+      const track = el('div', 'jp-switch-track');
+      track.setAttribute('aria-hidden', 'true');
+      sw.append(el('span', 'jp-switch-label', p.name), track);
+      sw.addEventListener('click', () => void this._switch(view, p, key, !(p.value === true), p.value ? 'off' : 'on'));
+      return sw;
+    }
+    const wrap = el('label', 'jp-ACP-option');
+    wrap.dataset.option = p.kind === 'mode' ? 'mode' : p.id;
+    wrap.title = title;
+    const sel = el('select', 'jp-ACP-optionSelect');
+    sel.setAttribute('aria-label', p.kind === 'mode' ? 'Agent mode' : p.name);
+    if (p.description) {
+      sel.setAttribute('aria-description', p.description);
+    }
+    let group: HTMLOptGroupElement | null = null;
+    for (const c of p.choices) {
+      const o = el('option', '', c.name);
+      o.value = c.value;
+      if (c.description) {
+        o.title = c.description;
+      }
+      if (c.group) {
+        if (!group || group.label !== c.group) {
+          group = el('optgroup');
+          group.label = c.group;
+          sel.appendChild(group);
+        }
+        group.appendChild(o);
+      } else {
+        group = null;
+        sel.appendChild(o);
+      }
+    }
+    sel.value = String(p.value);
+    sel.disabled = locked || pending || p.choices.length < 2;
+    sel.setAttribute('aria-busy', String(pending));
+    sel.addEventListener('change', () => {
+      const choice = p.choices.find(c => c.value === sel.value);
+      void this._switch(view, p, key, sel.value, choice?.name ?? sel.value);
+    });
+    wrap.append(el('span', 'jp-ACP-optionLabel', p.kind === 'mode' ? 'Mode' : p.name), sel);
+    return wrap;
+  }
+
+  /** Ask the server to switch; the answer (and the session_config event every watcher gets) updates the pickers. */
+  private async _switch(view: SessionView, p: IPicker, key: string, value: string | boolean, label: string): Promise<void> {
+    this._pending.add(key);
+    if (this._optionError?.session === view.info.id) {
+      this._optionError = null;
+    }
+    this._renderOptions();
+    try {
+      const info =
+        p.kind === 'mode'
+          ? await this.api.setMode(view.info.id, String(value))
+          : await this.api.setConfig(view.info.id, p.id, value);
+      view.model.setConfig(info.modes, info.config_options);
+      view.info = { ...view.info, ...info };
+    } catch (err) {
+      const what = p.kind === 'mode' ? 'mode' : p.name;
+      const status = err instanceof ApiError ? err.status : 0;
+      const reason = (err as Error).message.replace(/^the agent refused the (mode|option):\s*/i, '');
+      const kept = typeof p.value === 'boolean' ? (p.value ? 'on' : 'off') : (p.choices.find(c => c.value === p.value)?.name ?? p.value);
+      this._optionError = {
+        session: view.info.id,
+        text:
+          status === 502
+            ? `The agent refused ${what} “${label}”: ${reason}. It stays “${kept}”.`
+            : `Could not set ${what} to “${label}”: ${reason}`
+      };
+    } finally {
+      this._pending.delete(key);
+      this._optionsSig = ''; // a refused switch puts the control back on the agent's value
+      this._renderChrome();
     }
   }
 

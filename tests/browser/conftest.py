@@ -98,6 +98,11 @@ FAKE_MODEL_RULES = [
     {"tool": "edit_cell", "match": "make it 42", "arguments": {"cell_id": "cell-one", "old_string": "x = 1", "new_string": "x = 42"}},
     {"role": "tool", "match": "(?i)refused|reject|denied|not allowed", "text": "The edit was rejected; nothing changed."},
     {"role": "tool", "text": "Done: the cell now reads x = 42."},
+    {"match": "take your time", "text": "Thinking it over, one word at a time, before I answer you.", "delay": 0.4},
+    {
+        "match": "what does this notebook do",
+        "text": "It loads **sales.csv** into `df` and plots the monthly totals. The plot cell needs `df` from the cell above.",
+    },
 ]
 
 
@@ -139,6 +144,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
                         "JUPYTER_ACP_API_BASE": fake_model.url,
                         "OPENAI_API_KEY": "sk-fake",
                         "JUPYTER_ACP_AGENT_MODE": "auto",
+                    },
+                },
+                # the built-in agent offering two models (and its modes ask/auto): the header's pickers
+                "models": {
+                    "command": sys.executable,
+                    "args": ["-m", "jupyter_acp.agent", "--models", "openai/fake,openai/fake-large"],
+                    "title": "Built-in (two models)",
+                    "env": {
+                        "JUPYTER_ACP_MODEL": "openai/fake",
+                        "JUPYTER_ACP_API_BASE": fake_model.url,
+                        "OPENAI_API_KEY": "sk-fake",
                     },
                 },
                 "perm": _agent("permission", title="Scripted: permission"),
