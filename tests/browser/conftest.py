@@ -157,6 +157,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
                         "OPENAI_API_KEY": "sk-fake",
                     },
                 },
+                "options": {
+                    "command": sys.executable,
+                    "args": [str(Path(__file__).with_name("options_agent.py"))],
+                    "title": "Scripted: every kind of option",
+                },
                 "perm": _agent("permission", title="Scripted: permission"),
                 "slow": _agent("slow", "--chunks", "80", "--delay", "0.15", title="Scripted: slow"),
                 "crash": _agent("crash", title="Scripted: crash"),

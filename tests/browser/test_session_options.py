@@ -112,3 +112,47 @@ def test_a_refused_switch_says_so_and_keeps_the_value(ui):
     panel.get_by_label("Agent mode").select_option("auto")
     expect(alert).to_be_hidden(timeout=LONG)
     expect(panel.get_by_label("Agent mode")).to_have_value("auto", timeout=LONG)
+
+
+def test_every_kind_of_option_toggles_groups_and_the_agents_own_changes(ui):
+    nb = ui.lab.notebook("kinds.ipynb", ["x = 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("options")
+    panel = ui.panel
+    # a config option of category "mode" supersedes the session's modes (ACP): one mode picker
+    mode = panel.get_by_label("Session mode")
+    expect(mode).to_have_value("code", timeout=LONG)
+    expect(panel.get_by_label("Agent mode")).to_have_count(0)
+    # grouped options become optgroups
+    model = panel.get_by_label("Model", exact=True)
+    assert model.locator("optgroup").evaluate_all("gs => gs.map(g => g.label)") == ["Fast", "Smart"]
+    # a boolean is JupyterLab's switch
+    thinking = panel.get_by_role("switch", name="Extended thinking")
+    expect(thinking).to_have_attribute("aria-checked", "false")
+    thinking.click()
+    expect(thinking).to_have_attribute("aria-checked", "true", timeout=LONG)
+    model.select_option("large")
+    expect(model).to_have_value("large", timeout=LONG)
+    sid = _session(ui.lab, nb, "options")["id"]
+    values = {o["id"]: o["currentValue"] for o in ui.lab.api(f"sessions/{sid}")["config_options"]}
+    assert values == {"mode": "code", "model": "large", "thinking": True}
+    ui.widen_panel()
+    ui.shot("kinds", full=False)
+    # the agent's refusal comes back in its own words
+    model.select_option("refuse")
+    expect(panel.locator(".jp-ACP-optionsError")).to_contain_text("not available on your plan", timeout=LONG)
+    expect(panel.locator(".jp-ACP-optionsError")).to_contain_text("It stays “Large”")
+    expect(model).to_have_value("large")
+    # the agent changes its own options mid-turn (config_option_update): the pickers follow
+    ui.send("switch yourself")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("I switched to planning", timeout=LONG)
+    expect(mode).to_have_value("plan", timeout=LONG)
+    expect(thinking).to_have_attribute("aria-checked", "false")
+    ui.page.reload()
+    ui.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=LONG)
+    ui.show_panel()
+    ui.wait_ready("options")
+    expect(panel.get_by_label("Session mode")).to_have_value("plan", timeout=LONG)
+    expect(panel.get_by_label("Model", exact=True)).to_have_value("large")
+    expect(panel.get_by_role("switch", name="Extended thinking")).to_have_attribute("aria-checked", "false")
