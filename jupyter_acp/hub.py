@@ -188,7 +188,8 @@ class SessionHub:
             self._save(rec)
             session = NotebookSession(rec, 0)
             self._add(session)
-        if session.acp_generation is None and session.setup_task is None and not self._closing:
+        if (session.acp_generation is None and session.setup_task is None and not self._closing
+                and session.agent in self.specs()):
             # warm up in the background: the agent starts while the user types
             session.setup_task = self._spawn(self._warm_up(session))
         return session
@@ -538,6 +539,10 @@ class SessionHub:
     async def prompt(self, session: NotebookSession, blocks: list[dict[str, Any]]) -> str:
         if session.turn is not None:
             raise HubError("a turn is already running in this session; cancel it or wait for it to end", 409)
+        if session.agent not in self.specs():
+            raise HubError(
+                f"agent {session.agent!r} is no longer configured (JupyterACP.agents); its history stays readable", 409
+            )
         turn = Turn(id=uuid.uuid4().hex[:12])
         session.turn = turn
         session.last_used = time.monotonic()
