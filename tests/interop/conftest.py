@@ -24,12 +24,14 @@ from jupyter_acp.testing.events import message_text
 MARKER = "ZEBRA-MARKER-7731"
 PROMPT = "Give me an outline of this notebook and read its cells."
 
-#: the same rules for every provider (tool names are regexes: agents prefix MCP tools)
+#: the same rules for every provider (tool names are regexes: agents prefix MCP tools).  A tool result
+#: reaches the model as the tool's text (the built-in agent, claude) or as its structuredContent (codex):
+#: the matches accept both.
 SCENARIO_RULES: list[dict[str, Any]] = [
     {"match": "outline of this notebook", "tool": r"client_notebook_outline$", "times": 1},
-    {"role": "tool", "match": r"notebook: ", "tool": r"client_read_cells$", "arguments": {"start": 0, "end": 10},
-     "times": 1},
-    {"role": "tool", "match": r"--- cell", "text": "Here is the notebook. {last}"},
+    {"role": "tool", "match": r'notebook: census/|"cell_count"', "tool": r"client_read_cells$",
+     "arguments": {"start": 0, "end": 10}, "times": 1},
+    {"role": "tool", "match": r'--- cell|"source"', "text": "Here is the notebook. {last}"},
 ]
 
 #: what the scripted model answers once it has read the cells (the last tool result, verbatim)
