@@ -68,10 +68,13 @@ def install(agent: NpmAgent, timeout: float = 600) -> Path:
             (tmp / "package.json").write_text(json.dumps({"name": "interop-agent", "private": True}))
             started = time.monotonic()
             # optional dependencies stay: codex-acp's binary is one (never --omit=optional)
-            proc = subprocess.run(
-                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--ignore-scripts=false", agent.spec],
-                cwd=tmp, capture_output=True, text=True, timeout=timeout,
-            )
+            try:
+                proc = subprocess.run(
+                    ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", agent.spec],
+                    check=False, cwd=tmp, capture_output=True, text=True, timeout=timeout,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise InstallError(f"npm install {agent.spec} took more than {timeout:.0f}s") from exc
             if proc.returncode != 0:
                 raise InstallError(f"npm install {agent.spec} failed ({proc.returncode}): {proc.stderr[-2000:]}")
             INSTALL_TIMES[agent.spec] = f"{time.monotonic() - started:.1f}s"

@@ -18,7 +18,16 @@ import pytest
 
 from jupyter_acp.testing.fake_model import FakeModel
 
-from .conftest import EXPECTED_ANSWER, EXPECTED_CELLS, PROMPT, SCENARIO_RULES, isolated_env, run_turn_answering_permissions, turn_summary, write_notebook
+from .conftest import (
+    EXPECTED_ANSWER,
+    EXPECTED_CELLS,
+    PROMPT,
+    SCENARIO_RULES,
+    isolated_env,
+    run_turn_answering_permissions,
+    turn_summary,
+    write_notebook,
+)
 
 #: channel -> permission requests expected per turn
 CHANNELS = {"client-tools": 0, "mcp-http": 2, "mcp-stdio": 2}

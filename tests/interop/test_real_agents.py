@@ -18,10 +18,22 @@ import os
 
 import pytest
 
-from jupyter_acp.testing.fake_providers import FakeAnthropic, FakeResponses, codex_config
+from jupyter_acp.testing.fake_providers import (
+    FakeAnthropic,
+    FakeResponses,
+    codex_config,
+)
 
 from . import npm_agents
-from .conftest import MARKER, PROMPT, SCENARIO_RULES, isolated_env, run_turn_answering_permissions, turn_summary, write_notebook
+from .conftest import (
+    MARKER,
+    PROMPT,
+    SCENARIO_RULES,
+    isolated_env,
+    run_turn_answering_permissions,
+    turn_summary,
+    write_notebook,
+)
 
 AGENTS = {"codex": npm_agents.CODEX, "claude": npm_agents.CLAUDE}
 
