@@ -130,17 +130,21 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         cid = c.get("id")
         exec_part = f" [{c.get('execution_count')}]" if c.get("execution_count") is not None else ""
         block = f"--- cell {i} id={cid} {c.get('cell_type')}{exec_part}\n{src}"
+        outputs_text = None
         if include_outputs and c.get("outputs"):
-            block += "\n--- outputs\n" + render_outputs(c["outputs"], budget, images)
+            outputs_text = render_outputs(c["outputs"], budget, images)
+            block += "\n--- outputs\n" + outputs_text
         if used + len(block) > total_budget and parts:
             parts.append(f"… stopped before cell {i} (id={cid}): the answer reached {total_budget} characters; read it alone")
             break
         parts.append(block)
         used += len(block)
         svc.saw(ctx.session.id, cid, src)
-        structured_cells.append(
-            {"id": cid, "index": i, "type": c.get("cell_type"), "source": src, "execution_count": c.get("execution_count")}
-        )
+        entry = {"id": cid, "index": i, "type": c.get("cell_type"), "source": src, "execution_count": c.get("execution_count")}
+        if outputs_text is not None:
+            # some agents (codex) show the model only structuredContent: outputs must be there too
+            entry["outputs"] = outputs_text
+        structured_cells.append(entry)
     result = text_result("\n".join(parts), {"cells": structured_cells})
     result["content"].extend(images)
     return result
