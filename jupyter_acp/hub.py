@@ -750,8 +750,14 @@ class SessionHub:
     async def set_config_option(self, session: NotebookSession, config_id: str, value: Any) -> None:
         """Change one of the agent's session options (``session/set_config_option``)."""
         await self.ensure_acp_session(session)
-        if config_id not in {o.get("id") for o in session.config_options or []}:
+        option = next((o for o in session.config_options or [] if o.get("id") == config_id), None)
+        if option is None:
             raise HubError(f"{config_id!r} is not one of the agent's options", 400)
+        if option.get("type", "select") == "select" and option.get("options"):
+            # flat choices or groups of choices (ACP allows both)
+            flat = [c for o in option["options"] for c in (o.get("options") or [o])]
+            if value not in {c.get("value") for c in flat}:
+                raise HubError(f"{value!r} is not one of the choices of {option.get('name') or config_id!r}", 400)
         params: dict[str, Any] = {"sessionId": session.acp_session_id, "configId": config_id, "value": value}
         if isinstance(value, bool):
             params["type"] = "boolean"

@@ -115,8 +115,9 @@ async def test_modes_and_config_options(api, make_notebook):
     assert option["id"] == "model" and option["currentValue"] == "openai/a"
     changed = await api.call("POST", "sessions", s["id"], "config", body={"config_id": "model", "value": "openai/b"})
     assert changed["config_options"][0]["currentValue"] == "openai/b"
-    with pytest.raises(HTTPClientError) as err:
-        await api.call("POST", "sessions", s["id"], "config", body={"config_id": "nope", "value": "x"})
-    assert err.value.code == 400
+    for body in ({"config_id": "nope", "value": "x"}, {"config_id": "model", "value": "openai/unknown"}):
+        with pytest.raises(HTTPClientError) as err:
+            await api.call("POST", "sessions", s["id"], "config", body=body)
+        assert err.value.code == 400
     events = await api.events(s["id"])
     assert [e["modes"]["currentModeId"] for e in events if e["type"] == "session_config"] == ["auto", "auto"]

@@ -1166,7 +1166,7 @@ export class AgentPanel extends Widget {
         text:
           status === 502
             ? `The agent refused ${what} “${label}”: ${reason}. It stays “${kept}”.`
-            : `Could not set ${what} to “${label}”: ${reason}`
+            : `Could not set ${what} to “${label}”: ${reason}. It stays “${kept}”.`
       };
     } finally {
       this._pending.delete(key);

@@ -90,13 +90,13 @@ def test_a_refused_switch_says_so_and_keeps_the_value(ui):
     panel = ui.panel
     model = panel.get_by_label("Model", exact=True)
     expect(model).to_have_value("openai/fake", timeout=LONG)
-    # a value the agent does not offer (as if its list changed under us): the agent refuses it
+    # a value the agent does not offer (as if its list changed under us): the server refuses it
     model.evaluate("s => { const o = document.createElement('option'); o.value = o.textContent = 'openai/gone'; s.appendChild(o); }")
     model.select_option("openai/gone")
     alert = panel.locator(".jp-ACP-optionsError")
     expect(alert).to_be_visible(timeout=LONG)
     expect(alert).to_have_attribute("role", "alert")
-    expect(alert).to_contain_text("The agent refused Model “openai/gone”")
+    expect(alert).to_contain_text("Could not set Model to “openai/gone”")
     expect(alert).to_contain_text("It stays “openai/fake”")
     expect(model).to_have_value("openai/fake")
     sid = _session(ui.lab, nb, "models")["id"]
