@@ -1,0 +1,51 @@
+"""The same sidebar in Notebook 7: View > Right Sidebar > Agent, a prompt, the streamed answer."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from jupyter_acp.testing.server import ServerProcess
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("notebook") is None, reason="Notebook 7 is not installed")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def notebook7(tmp_path):
+    root, data = tmp_path / "root", tmp_path / "data"
+    root.mkdir()
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / "jupyter-acp-host").symlink_to(REPO / "jupyter_acp" / "labextension")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nb, root / "seven.ipynb")
+    server = ServerProcess(root, data, extra_args=["--JupyterACP.default_agent=echo"])
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_sidebar_in_notebook_7(browser, notebook7):
+    page = browser.new_page(viewport={"width": 1300, "height": 800})
+    try:
+        page.goto(f"{notebook7.base}/notebooks/seven.ipynb?token={notebook7.token}")
+        page.wait_for_selector(".jp-Notebook", timeout=60_000)
+        page.get_by_role("menuitem", name="View").click()
+        page.locator(".lm-Menu-itemLabel", has_text="Right Sidebar").first.hover()
+        page.locator(".lm-Menu-itemLabel", has_text="Show Agent").last.click()
+        box = page.locator(".jp-ACP-panel textarea")
+        box.wait_for(timeout=30_000)
+        box.fill("hello from notebook seven")
+        box.press("Enter")
+        page.get_by_text("hello from notebook seven").last.wait_for(timeout=30_000)
+        answer = page.locator(".jp-ACP-panel").get_by_text("from notebook seven", exact=False)
+        assert answer.count() >= 2, "the prompt and the echoed answer are both shown"
+        page.screenshot(path=str(REPO / "test-artifacts" / "browser" / "notebook7.png"))
+    finally:
+        page.close()
