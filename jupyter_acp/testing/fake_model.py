@@ -75,6 +75,16 @@ class FakeModel:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
+    def agent_entry(self, *args: str, model: str = "openai/fake", **env: str) -> dict[str, Any]:
+        """A ``c.JupyterACP.agents`` entry: the built-in agent talking to this fake model."""
+        import sys
+
+        return {
+            "command": sys.executable,
+            "args": ["-m", "jupyter_acp.agent", *args],
+            "env": {"JUPYTER_ACP_MODEL": model, "JUPYTER_ACP_API_BASE": self.url, "OPENAI_API_KEY": "sk-fake", **env},
+        }
+
     # -- choosing an answer ----------------------------------------------------------------------
     def answer_for(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 
 import nbformat
 import pytest
@@ -29,14 +28,7 @@ def fake_model():
 
 @pytest.fixture
 def acp_agents(fake_model):
-    return {
-        "builtin": {
-            "command": sys.executable,
-            "args": ["-m", "jupyter_acp.agent"],
-            "env": {"JUPYTER_ACP_MODEL": "openai/fake", "JUPYTER_ACP_API_BASE": fake_model.url, "OPENAI_API_KEY": "sk-fake",
-                    "JUPYTER_ACP_AGENT_MODE": "auto"},
-        }
-    }
+    return {"builtin": fake_model.agent_entry(JUPYTER_ACP_AGENT_MODE="auto")}
 
 
 @pytest.fixture

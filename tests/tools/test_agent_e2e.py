@@ -7,7 +7,6 @@ the client's gate does not ask again for that same call.
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -34,14 +33,7 @@ def fake_model():
 
 @pytest.fixture
 def acp_agents(fake_model):
-    return {
-        "builtin": {
-            "command": sys.executable,
-            "args": ["-m", "jupyter_acp.agent"],
-            "env": {"JUPYTER_ACP_MODEL": "openai/fake", "JUPYTER_ACP_API_BASE": fake_model.url,
-                    "OPENAI_API_KEY": "sk-fake"},
-        }
-    }
+    return {"builtin": fake_model.agent_entry()}
 
 
 async def test_agent_edits_a_cell_after_one_permission(jp_fetch, acp, make_notebook, fake_model, jp_root_dir):
