@@ -279,10 +279,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--script", help="JSON file of rules")
     args = p.parse_args(argv)
     rules = load_script(args.script) if args.script else []
+    serve_until_interrupted(lambda: FakeModel(rules, port=args.port), lambda m: f"fake model listening on {m.url}")
+
+
+def serve_until_interrupted(make: Any, banner: Any) -> None:
+    """Run one fake server from the command line until Ctrl+C (shared by every fake's ``main``)."""
 
     async def serve() -> None:
-        model = await FakeModel(rules, port=args.port).start()
-        print(f"fake model listening on {model.url}", flush=True)
+        model = await make().start()
+        print(banner(model), flush=True)
         await asyncio.Event().wait()
 
     try:

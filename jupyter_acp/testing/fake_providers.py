@@ -29,11 +29,10 @@ import argparse
 import asyncio
 import itertools
 import json
-import sys
 import time
 from typing import Any
 
-from .fake_model import FakeModel, _split, load_script
+from .fake_model import FakeModel, _split, load_script, serve_until_interrupted
 
 _ids = itertools.count(1)
 
@@ -376,16 +375,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     rules = load_script(args.script) if args.script else []
     cls = FakeResponses if args.api == "responses" else FakeAnthropic
-
-    async def serve() -> None:
-        model = await cls(rules, port=args.port).start()
-        print(f"fake {args.api} API listening on {model.url if args.api == 'responses' else model.base}", flush=True)
-        await asyncio.Event().wait()
-
-    try:
-        asyncio.run(serve())
-    except KeyboardInterrupt:  # pragma: no cover
-        sys.exit(0)
+    serve_until_interrupted(
+        lambda: cls(rules, port=args.port),
+        lambda m: f"fake {args.api} API listening on {m.url if args.api == 'responses' else m.base}",
+    )
 
 
 if __name__ == "__main__":
