@@ -12,14 +12,29 @@ own copy.  The tab tells us what it shows:
 A request goes to the tab that most recently reported focus on that notebook; if none did, to the
 tab that most recently reported any focus (focus paths go stale after renames), and the answer's own
 ``path`` is checked.
+
+Who may answer (issue 11, hole 4).  A tab's answers become what the agent reads ("the cells are ...",
+"your insert succeeded"), so the bridge trusts only its own:
+
+* Opening the socket needs ``write`` on resource ``jupyter_acp`` (the Authorizer's word, as for
+  prompting): a user who may only ``read`` never becomes a tab, so never answers for anybody.
+* Tabs are scoped to their user: each tab records ``current_user.username`` at connect, tabs are keyed
+  by (user, clientId) so another user reusing a clientId gets a tab of their own and cannot evict or
+  replace the owner's, and :meth:`FrontendBridge.request` takes the user to prefer (``user=``: that
+  user's tabs are asked first).  We cannot know a session's "owner" in general (the hub does not record
+  who prompted), so the rule is: only users who passed ``write`` at connect time can be picked, the
+  given user's tabs first.  In a single-user server that is the server's own user.
+* Each pending request is bound to the socket it was sent to: an answer from any other socket is
+  ignored (and does not consume the request), and request ids are 128-bit random strings, so answering
+  ids blindly gets nowhere.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,42 +58,48 @@ class TabError(Exception):
     """The tab answered with an error, or not in time."""
 
 
-@dataclass
+@dataclass(eq=False)
 class TabClient:
     client_id: str
     send: Any  # callable(str)
+    username: str = ""
     focus: str | None = None
     focused_at: float = 0.0
     opened: set[str] = field(default_factory=set)
     connected_at: float = field(default_factory=time.monotonic)
 
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.username, self.client_id)
+
 
 class FrontendBridge:
     def __init__(self) -> None:
-        self.clients: dict[str, TabClient] = {}
-        self._pending: dict[int, tuple[str, asyncio.Future[Any]]] = {}
-        self._ids = itertools.count(1)
+        #: tabs by (username, clientId): a clientId is only ever matched within its own user
+        self.clients: dict[tuple[str, str], TabClient] = {}
+        #: request id (unguessable) -> (the tab it was sent to, its future)
+        self._pending: dict[str, tuple[TabClient, asyncio.Future[Any]]] = {}
 
     # -- connections ---------------------------------------------------------------------------
-    def connect(self, client_id: str, send: Any) -> TabClient:
-        old = self.clients.get(client_id)
+    def connect(self, client_id: str, send: Any, username: str = "") -> TabClient:
+        client = TabClient(client_id, send, username)
+        old = self.clients.get(client.key)
         if old is not None:
-            self._fail_pending(client_id, "the tab reconnected")
-        client = TabClient(client_id, send)
-        self.clients[client_id] = client
+            self._fail_pending(old, "the tab reconnected")
+        self.clients[client.key] = client
         return client
 
-    def disconnect(self, client_id: str, client: TabClient | None = None) -> None:
-        current = self.clients.get(client_id)
-        if current is not None and (client is None or current is client):
-            del self.clients[client_id]
-            self._fail_pending(client_id, "the tab closed")
+    def disconnect(self, client: TabClient) -> None:
+        if self.clients.get(client.key) is client:
+            del self.clients[client.key]
+        self._fail_pending(client, "the tab closed")
 
-    def _fail_pending(self, client_id: str, reason: str) -> None:
-        for rid, (cid, fut) in list(self._pending.items()):
-            if cid == client_id and not fut.done():
-                fut.set_exception(TabError(reason))
+    def _fail_pending(self, client: TabClient, reason: str) -> None:
+        for rid, (sent_to, fut) in list(self._pending.items()):
+            if sent_to is client:
                 self._pending.pop(rid, None)
+                if not fut.done():
+                    fut.set_exception(TabError(reason))
 
     def on_message(self, client: TabClient, raw: str | bytes) -> None:
         try:
@@ -104,9 +125,12 @@ class FrontendBridge:
                     client.focus = None
             return
         rid = msg.get("id")
-        entry = self._pending.pop(rid, None) if isinstance(rid, int) else None
-        if entry is None:
+        entry = self._pending.get(rid) if isinstance(rid, str) else None
+        if entry is None or entry[0] is not client:
+            # not a request of ours, or one sent to another socket: ignored, and the request stays pending
+            log.debug("frontend %s (user %r) answered id %r it was not asked: ignored", client.client_id, client.username, rid)
             return
+        self._pending.pop(rid, None)
         _, fut = entry
         if fut.done():
             return
@@ -120,29 +144,35 @@ class FrontendBridge:
     def has_tab(self, path: str) -> bool:
         return any(c.focus == path or path in c.opened for c in self.clients.values())
 
-    def pick(self, path: str | None) -> TabClient:
+    def pick(self, path: str | None, user: str | None = None) -> TabClient:
+        """The tab to ask: ``user``'s own tabs first (when given), then any tab (all passed ``write``)."""
         if not self.clients:
             raise NoTab("no JupyterLab tab is connected to the server (is the notebook open in a browser?)")
         clients = list(self.clients.values())
+        own = [c for c in clients if user is not None and c.username == user]
+        groups = [own, clients] if own else [clients]
         if path is not None:
-            focused = [c for c in clients if c.focus == path]
-            if focused:
-                return max(focused, key=lambda c: c.focused_at)
-            opened = [c for c in clients if path in c.opened]
-            if opened:
-                return max(opened, key=lambda c: c.focused_at)
-        return max(clients, key=lambda c: (c.focused_at, c.connected_at))
+            for group in groups:
+                focused = [c for c in group if c.focus == path]
+                if focused:
+                    return max(focused, key=lambda c: c.focused_at)
+                opened = [c for c in group if path in c.opened]
+                if opened:
+                    return max(opened, key=lambda c: c.focused_at)
+        return max(groups[0], key=lambda c: (c.focused_at, c.connected_at))
 
-    async def request(self, method: str, params: dict[str, Any], *, path: str | None = None, timeout: float = 5.0) -> Any:
-        client = self.pick(path)
-        rid = next(self._ids)
+    async def request(
+        self, method: str, params: dict[str, Any], *, path: str | None = None, timeout: float = 5.0, user: str | None = None
+    ) -> Any:
+        client = self.pick(path, user)
+        rid = secrets.token_urlsafe(16)  # 128 bits: an id cannot be guessed by another socket
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = (client.client_id, fut)
+        self._pending[rid] = (client, fut)
         try:
             client.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
         except Exception as exc:
             self._pending.pop(rid, None)
-            self.disconnect(client.client_id, client)
+            self.disconnect(client)
             raise TabError(f"the tab could not be reached: {exc}") from None
         try:
             return await asyncio.wait_for(fut, timeout)
@@ -164,9 +194,15 @@ class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSock
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
-        ok = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE))
+        # write, not read: a tab's answers are what the agent reads and believes (issue 11, hole 4)
+        ok = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "write", AUTH_RESOURCE))
         if not ok:
-            raise web.HTTPError(403)
+            raise web.HTTPError(
+                403,
+                f"the frontend bridge needs 'write' on resource {AUTH_RESOURCE!r}, which the server's Authorizer "
+                f"does not give user {getattr(self.current_user, 'username', '?')!r}; ask the server's owner to grant it",
+            )
+        self._username = str(getattr(self.current_user, "username", "") or "")
         self._client_id = self.get_query_argument("clientId", "") or f"anon-{id(self):x}"
         if len(self._client_id) > 128:
             raise web.HTTPError(400, "clientId is too long")
@@ -176,7 +212,7 @@ class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSock
 
     def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self.set_nodelay(True)
-        self._client = self.bridge.connect(self._client_id, self.write_message)
+        self._client = self.bridge.connect(self._client_id, self.write_message, self._username)
 
     def on_message(self, message: str | bytes) -> None:
         if self._client is not None:
@@ -184,5 +220,5 @@ class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSock
 
     def on_close(self) -> None:
         if self._client is not None:
-            self.bridge.disconnect(self._client_id, self._client)
+            self.bridge.disconnect(self._client)
             self._client = None
