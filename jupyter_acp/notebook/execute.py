@@ -3,17 +3,17 @@
 The open tab shows them (the ``[*]`` prompt, streamed text, the final count).  The execution ends on
 iopub ``status: idle`` for our request (outputs can overtake ``execute_reply``); a timeout interrupts
 the kernel and says so.  Executions on one kernel run one at a time.  No stdin (``input()`` raises).
+The kernel is reached through ``kernels.KernelBridge`` (local or behind a Jupyter Gateway alike).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 import pycrdt
 
-from ..kernel import KernelBridge, output_from_msg
+from ..kernels import KernelBridge, KernelTimeout, KernelUnavailable, output_from_msg
 from .document import FileNotebook, LiveNotebook, Notebook, NotebookError, TabNotebook
 
 log = logging.getLogger(__name__)
@@ -71,27 +71,24 @@ class _LiveSink:
 async def execute_cell(
     bridge: KernelBridge, kernel_id: str, nb: Notebook, cell_id: str, *, timeout: float = 60.0
 ) -> dict[str, Any]:
-    """Run one code cell; answer {cell_id, status, execution_count, outputs[, timeout]}."""
+    """Run one code cell; answer {cell_id, status, execution_count, outputs[, timeout]}.
+
+    Any kernel failure (dead, restarted, unreachable gateway, no answer) is raised as
+    ``KernelUnavailable`` with its reason; the cell's running state is ended either way."""
     index = nb.find(cell_id)
     cell = nb.cells()[index]
     if cell.get("cell_type") != "code":
         return {"cell_id": cell_id, "status": "skipped", "reason": f"a {cell.get('cell_type')} cell is not executed"}
     code = cell.get("source", "")
-    conn = await bridge.connection(kernel_id)
-    await conn.ensure_iopub()
     sink = _LiveSink(nb, cell_id) if isinstance(nb, LiveNotebook) else None
     outputs: list[dict[str, Any]] = []
-    state: dict[str, Any] = {"count": None}
-    idle = asyncio.Event()
+    state: dict[str, Any] = {"count": None, "started": False}
 
     def on_iopub(msg: dict[str, Any]) -> None:
         kind = msg.get("msg_type")
         content = msg.get("content") or {}
         try:
-            if kind == "status":
-                if content.get("execution_state") == "idle":
-                    idle.set()
-            elif kind == "execute_input":
+            if kind == "execute_input":
                 state["count"] = content.get("execution_count")
                 if sink:
                     sink.count(state["count"])
@@ -111,36 +108,23 @@ async def execute_cell(
         except Exception:
             log.exception("writing an output into %s failed", nb.path)
 
-    content = {"code": code, "silent": False, "store_history": True, "allow_stdin": False, "stop_on_error": True}
-    msg = conn.client.session.msg("execute_request", content)
-    mid = msg["header"]["msg_id"]
-    fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    async with conn.execute_lock:
-        conn._replies[mid] = fut
-        conn._iopub[mid] = on_iopub
+    def on_start() -> None:
+        state["started"] = True
         if sink:
             sink.start()
-        conn.client.shell_channel.send(msg)
-        timed_out = False
-        try:
-            reply = await asyncio.wait_for(asyncio.shield(fut), timeout)
-            await asyncio.wait_for(idle.wait(), 10)
-            status = reply["content"].get("status", "ok")
-            state["count"] = reply["content"].get("execution_count", state["count"])
-        except asyncio.TimeoutError:
-            timed_out = True
-            status = "timeout"
-            await bridge.interrupt(kernel_id)
-            try:  # let the interrupt's KeyboardInterrupt land in the outputs
-                await asyncio.wait_for(asyncio.shield(fut), 5)
-                await asyncio.wait_for(idle.wait(), 2)
-            except asyncio.TimeoutError:
-                pass
-        finally:
-            conn._replies.pop(mid, None)
-            conn.forget_iopub(mid)
-            if sink:
-                sink.end(state["count"])
+
+    res: dict[str, Any] = {}
+    try:
+        res = await bridge.execute(kernel_id, code, on_iopub=on_iopub, on_start=on_start, timeout=timeout)
+    except KernelTimeout as exc:  # the kernel never got the cell (its output channel did not answer)
+        raise KernelUnavailable(f"the cell was not run: {exc}") from exc
+    finally:
+        if res.get("execution_count") is not None:
+            state["count"] = res["execution_count"]
+        if sink and state["started"]:
+            sink.end(state["count"])
+    status = res["status"]
+    timed_out = status == "timeout"
     if isinstance(nb, FileNotebook):
         await nb.set_outputs(cell_id, outputs, state["count"])
     elif isinstance(nb, TabNotebook):

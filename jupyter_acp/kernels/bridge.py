@@ -1,0 +1,320 @@
+"""The kernel bridge the tools use: one client per kernel (local or gateway), made on first use and
+renewed when the kernel restarts or dies; variables, scratch code, interrupts.
+
+Variables come from the debugger protocol's ``inspectVariables`` on the **control** channel where the
+kernel offers it (answers while a cell runs; touches neither the execution count, the history nor the
+busy indicator).  Otherwise, and for summaries that need code (a DataFrame's dtypes), our read-only
+summariser (``summarise.py``, its source sent to the kernel) runs in a kernel **subshell** (ipykernel
+>= 7, concurrent), and only as a last resort in a silent execute on the main shell (which queues
+behind a running cell).  The answer says which method was used.
+
+Every failure leaves here as ``KernelUnavailable`` or ``KernelTimeout`` with a reason naming what
+failed (a gateway that cannot be reached, a kernel the gateway no longer has, ...): never empty.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from . import summarise as _summarise_module
+from .client import KernelConnection, generation, is_gateway_manager
+from .messages import KernelTimeout, KernelUnavailable, describe, output_from_msg
+
+log = logging.getLogger(__name__)
+
+#: pseudo entries the debugger groups functions, classes and specials under
+PSEUDO_VARIABLES = {"special variables", "function variables", "class variables", "protected variables"}
+#: names IPython puts in every namespace
+HIDDEN_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+
+_SOURCE: str | None = None
+
+
+def summariser_source() -> str:
+    """The summariser module's own source text: what the kernel runs."""
+    global _SOURCE
+    if _SOURCE is None:
+        import inspect
+
+        _SOURCE = inspect.getsource(_summarise_module)
+    return _SOURCE
+
+
+def summary_expression(args: dict[str, Any]) -> str:
+    """One expression that runs the summariser in a throw-away namespace (nothing lands in user_ns)."""
+    return (
+        "(lambda _g: (exec(%r, _g), _g['answer'](get_ipython().user_ns, %r))[1])({'__name__': '_jupyter_acp_summarise'})"
+        % (summariser_source(), args)
+    )
+
+
+class KernelBridge:
+    """Kernel connections by kernel id, made on first use and renewed when a kernel restarts."""
+
+    def __init__(self, serverapp: Any) -> None:
+        self.serverapp = serverapp
+        self._conns: dict[str, KernelConnection] = {}
+        self._languages: dict[str, str | None] = {}
+        self._spec_languages: dict[str, tuple[float, str | None]] = {}
+        self._open_lock = asyncio.Lock()
+
+    @property
+    def km(self) -> Any:
+        return self.serverapp.kernel_manager
+
+    # -- what the tool lists need, without a round trip to the kernel -----------------------------
+    def _manager(self, kernel_id: str) -> Any:
+        return self.km.get_kernel(kernel_id)
+
+    def kernel_name(self, kernel_id: str) -> str | None:
+        try:
+            kernel = self._manager(kernel_id)
+        except Exception:
+            return None
+        if is_gateway_manager(kernel):
+            return (getattr(kernel, "kernel", None) or {}).get("name") or None
+        return getattr(kernel, "kernel_name", None)
+
+    def language(self, kernel_id: str) -> str | None:
+        """The kernel's language, from its kernel spec (a kernel id keeps its spec)."""
+        if kernel_id in self._languages:
+            return self._languages[kernel_id]
+        try:
+            kernel = self._manager(kernel_id)
+            name = self.kernel_name(kernel_id)
+            if is_gateway_manager(kernel):
+                language = self._gateway_spec_language(name)
+            else:
+                spec = self.serverapp.kernel_spec_manager.get_kernel_spec(name)
+                language = (spec.language or "").lower() or None
+        except Exception as exc:
+            log.debug("language of kernel %s unknown: %s", kernel_id, exc)
+            return None
+        if len(self._languages) > 1000:
+            self._languages.clear()
+        self._languages[kernel_id] = language
+        return language
+
+    def _gateway_spec_language(self, name: str | None) -> str | None:
+        """A gateway kernel spec's language.  The gateway's spec manager is async and this question is
+        asked synchronously (tool lists), so it is fetched once per spec name with a short blocking GET
+        (cached; a failure is retried after a minute)."""
+        if not name:
+            return None
+        hit = self._spec_languages.get(name)
+        if hit is not None and (hit[1] is not None or time.monotonic() - hit[0] < 60):
+            return hit[1]
+        import urllib.request
+
+        from jupyter_server.gateway.gateway_client import GatewayClient
+        from jupyter_server.utils import url_escape, url_path_join
+
+        gw = GatewayClient.instance()
+        url = url_path_join(gw.url or "", gw.kernelspecs_endpoint, url_escape(name))
+        headers = dict(gw.load_connection_args().get("headers") or {})
+        language = None
+        try:
+            req = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 (the configured gateway URL)
+                model = json.loads(resp.read())
+            language = ((model.get("spec") or {}).get("language") or "").lower() or None
+        except Exception as exc:
+            log.warning("the gateway's kernel spec %s could not be read from %s: %s", name, url, describe(exc))
+        self._spec_languages[name] = (time.monotonic(), language)
+        return language
+
+    def execution_state(self, kernel_id: str) -> str | None:
+        try:
+            return getattr(self._manager(kernel_id), "execution_state", None)
+        except Exception:
+            return None
+
+    def is_remote(self, kernel_id: str) -> bool:
+        try:
+            return is_gateway_manager(self._manager(kernel_id))
+        except Exception:
+            return False
+
+    # -- connections -------------------------------------------------------------------------------
+    def _where(self, kernel: Any) -> str:
+        if not is_gateway_manager(kernel):
+            return "the local kernel"
+        from jupyter_server.gateway.gateway_client import GatewayClient
+
+        return f"the kernel behind the gateway {GatewayClient.instance().url}"
+
+    async def connection(self, kernel_id: str) -> KernelConnection:
+        try:
+            kernel = self._manager(kernel_id)
+        except KeyError:
+            raise KernelUnavailable(
+                f"kernel {kernel_id} is gone (shut down or restarted under another id); start a kernel for the notebook"
+            ) from None
+        remote = is_gateway_manager(kernel)
+        conn = self._conns.get(kernel_id)
+        if conn is not None and (
+            conn.manager is not kernel or conn.lost is not None or (not remote and conn.generation is not generation(kernel))
+        ):
+            await self.drop(kernel_id)
+            conn = None
+        if not remote:
+            alive = kernel.is_alive()
+            if asyncio.iscoroutine(alive):
+                alive = await alive
+            if not alive:
+                raise KernelUnavailable("the notebook's kernel is dead; restart it (Kernel > Restart) and try again")
+        if conn is not None:
+            return conn
+        async with self._open_lock:
+            conn = self._conns.get(kernel_id)
+            if conn is not None:
+                return conn
+            if remote:
+                await self._check_gateway_kernel(kernel, kernel_id)
+            try:
+                conn = await KernelConnection.open(kernel_id, kernel)
+            except (KernelUnavailable, KernelTimeout):
+                raise
+            except Exception as exc:
+                log.warning("connecting to kernel %s failed", kernel_id, exc_info=True)
+                raise KernelUnavailable(f"cannot connect to {self._where(kernel)}: {describe(exc)}") from exc
+            self._conns[kernel_id] = conn
+            return conn
+
+    async def _check_gateway_kernel(self, kernel: Any, kernel_id: str) -> None:
+        """Ask the gateway about the kernel before opening a WebSocket to it."""
+        try:
+            model = await kernel.refresh_model()
+        except Exception as exc:
+            raise KernelUnavailable(f"the gateway did not answer about kernel {kernel_id}: {describe(exc)}") from exc
+        if not model:
+            raise KernelUnavailable(
+                f"the gateway no longer has kernel {kernel_id} (shut down or culled there); start a new kernel for the notebook"
+            )
+        if model.get("execution_state") == "dead":
+            raise KernelUnavailable("the notebook's kernel is dead on the gateway; restart it (Kernel > Restart) and try again")
+
+    async def drop(self, kernel_id: str) -> None:
+        conn = self._conns.pop(kernel_id, None)
+        if conn is not None:
+            await conn.close()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(self.drop(k) for k in list(self._conns)), return_exceptions=True)
+
+    @contextlib.asynccontextmanager
+    async def _answers(self, what: str, *, runtime_errors: bool = False) -> AsyncIterator[None]:
+        """Kernel errors pass as they are (and, with ``runtime_errors``, the summariser's own
+        ``RuntimeError``); anything else becomes KernelUnavailable naming its type and reason."""
+        try:
+            yield
+        except (KernelUnavailable, KernelTimeout):
+            raise
+        except RuntimeError as exc:
+            if runtime_errors and str(exc):
+                raise
+            log.warning("%s failed", what, exc_info=True)
+            raise KernelUnavailable(f"{what} failed: {describe(exc)}") from exc
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("%s failed", what, exc_info=True)
+            raise KernelUnavailable(f"{what} failed: {describe(exc)}") from exc
+
+    async def kernel_info(self, kernel_id: str, *, timeout: float = 10.0) -> dict[str, Any]:
+        """The kernel's ``kernel_info_reply`` content (language, implementation, supported features)."""
+        async with self._answers("asking the kernel for its info"):
+            conn = await self.connection(kernel_id)
+            return await conn.kernel_info(timeout=timeout)
+
+    # -- variables ---------------------------------------------------------------------------------
+    async def list_variables(self, kernel_id: str, *, timeout: float = 15.0) -> tuple[list[dict[str, Any]], str]:
+        """[{name, type, value}] and the method used: inspectVariables, else our summariser."""
+        async with self._answers("listing the kernel's variables"):
+            conn = await self.connection(kernel_id)
+            if await conn.supports("debugger"):
+                try:
+                    reply = await conn.debug("inspectVariables", timeout=timeout)
+                    if reply.get("success"):
+                        return _debugger_rows(reply), "inspectVariables"
+                    log.debug("inspectVariables refused: %s", reply.get("message"))
+                except (KernelTimeout, KernelUnavailable):
+                    raise
+                except Exception as exc:
+                    log.debug("inspectVariables failed, falling back: %s", exc)
+            data = await self._summarise(conn, {"op": "list"}, timeout)
+            return data.get("variables", []), "subshell" if conn.subshell_id else "silent_execute"
+
+    async def inspect_variable(self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0) -> dict[str, Any]:
+        async with self._answers(f"inspecting {name}", runtime_errors=True):
+            conn = await self.connection(kernel_id)
+            return await self._summarise(conn, {"op": "inspect", "name": name, "budget": budget}, timeout)
+
+    async def _summarise(self, conn: KernelConnection, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+        text = await conn.evaluate(summary_expression(args), timeout=timeout)
+        try:
+            return json.loads(text)
+        except ValueError:
+            try:
+                return json.loads(ast.literal_eval(text))
+            except Exception:
+                raise RuntimeError(f"unexpected answer from the kernel: {text[:200]}") from None
+
+    # -- execution ---------------------------------------------------------------------------------
+    async def execute(self, kernel_id: str, code: str, *, on_iopub, timeout: float = 60.0, store_history: bool = True,
+                      on_start=None) -> dict[str, Any]:
+        """Run code on the kernel's main shell (see ``KernelConnection.execute``); interrupts on timeout."""
+        async with self._answers("running code in the kernel"):
+            conn = await self.connection(kernel_id)
+            return await conn.execute(
+                code,
+                on_iopub=on_iopub,
+                interrupt=lambda: self.interrupt(kernel_id),
+                timeout=timeout,
+                store_history=store_history,
+                on_start=on_start,
+            )
+
+    async def run_code(self, kernel_id: str, code: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """Run code (not stored in history or the notebook); collect outputs until idle."""
+        outputs: list[dict[str, Any]] = []
+
+        def on_iopub(msg: dict[str, Any]) -> None:
+            kind = msg.get("msg_type")
+            if kind in ("stream", "display_data", "execute_result", "error"):
+                outputs.append(output_from_msg(msg))
+            elif kind == "clear_output":
+                outputs.clear()
+
+        res = await self.execute(kernel_id, code, on_iopub=on_iopub, timeout=timeout, store_history=False)
+        out: dict[str, Any] = {"status": res["status"], "outputs": outputs}
+        if res["status"] == "timeout":
+            out["timeout"] = timeout
+        return out
+
+    async def interrupt(self, kernel_id: str) -> None:
+        try:
+            res = self.km.interrupt_kernel(kernel_id)
+            if asyncio.iscoroutine(res):
+                await res
+        except Exception:
+            log.exception("interrupting kernel %s failed", kernel_id)
+
+
+def _debugger_rows(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for v in reply.get("body", {}).get("variables", []):
+        name = v.get("name", "")
+        if name in PSEUDO_VARIABLES or name in HIDDEN_NAMES or name.startswith("_"):
+            continue
+        if v.get("type") == "module":
+            continue
+        rows.append({"name": name, "type": v.get("type", ""), "value": v.get("value", "")})
+    return rows
