@@ -160,10 +160,61 @@ function chunkText(content: any): string {
   if (content.type === 'text' && typeof content.text === 'string') {
     return content.text;
   }
-  if (content.type === 'resource_link') {
-    return `[${content.name ?? content.uri}](${content.uri})`;
+  if (content.type === 'resource_link' && typeof content.uri === 'string') {
+    return `[${mdLabel(String(content.name ?? content.title ?? content.uri))}](${mdUrl(content.uri)})`;
+  }
+  if (content.type === 'image') {
+    // rendered as markdown: a remote URI becomes a click-to-load link (see the sidebar's sanitizer)
+    const src =
+      typeof content.data === 'string' && content.data
+        ? `data:${content.mimeType ?? 'image/png'};base64,${content.data}`
+        : typeof content.uri === 'string'
+          ? content.uri
+          : '';
+    return src ? `\n\n![image](${mdUrl(src)})\n\n` : '';
   }
   return '';
+}
+
+/** A link text for markdown: brackets and backslashes escaped. */
+function mdLabel(text: string): string {
+  return text.replace(/[\\[\]]/g, m => '\\' + m);
+}
+
+/** A URL for a markdown link target: `<...>` form, so spaces and parentheses cannot end it early. */
+function mdUrl(url: string): string {
+  return '<' + url.replace(/[<>\n\r]/g, encodeURIComponent) + '>';
+}
+
+/**
+ * Whether loading `url` from a page at `base` would send a request to another origin (an exfiltration
+ * channel for an agent: `?d=SECRET`). `data:` is local; anything unparsable or of another origin is
+ * remote, including `javascript:` and `blob:` of another origin.
+ */
+export function isRemoteUrl(url: string, base: string): boolean {
+  const u = String(url ?? '').trim();
+  if (!u) {
+    return false;
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(u, base);
+  } catch {
+    return true;
+  }
+  if (parsed.protocol === 'data:') {
+    return false;
+  }
+  try {
+    return parsed.origin !== new URL(base).origin || parsed.origin === 'null';
+  } catch {
+    return true;
+  }
+}
+
+/** A CSS text that may fetch something (`url()`, `image-set()`, `@import`, escapes hiding them). */
+export function cssMayFetch(css: string): boolean {
+  return /url\s*\(|image-set|image\s*\(|src\s*\(|@import|expression\s*\(|\\/i.test(String(css ?? ''));
 }
 
 export class ChatModel {
