@@ -1,0 +1,103 @@
+"""Issue 11 in the sidebar: the one gate's controls are the user's, not the agent's.
+
+* Hole 3: the agent writes the option labels, so a button labelled "Reject" could carry kind
+  `allow_once`. The sidebar labels each button by its kind; the agent's wording is secondary text.
+* "Always allow" is per tool and per notebook session, shown in the panel's header and revocable there.
+* Events the sidebar does not know (`audit`, future ones) never break rendering; a refused action's
+  audit line says which rule refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from gate_agent import lab_with
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+LONG = 60_000
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, fake_model):
+    """A lab with the scripted `gate` agent and the built-in one (the shared fixture has neither so)."""
+    with lab_with(tmp_path_factory.mktemp("gate-lab"), fake_model) as lab:
+        yield lab
+
+
+def _session(lab, notebook: str, agent: str) -> dict:
+    return next(s for s in lab.api(f"sessions?notebook={notebook}") if s["agent"] == agent)
+
+
+def test_permission_buttons_are_labelled_by_kind_not_by_the_agent(ui):
+    nb = ui.lab.notebook("swap.ipynb", ["x = 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    panel = ui.panel
+    ui.send("ask")
+    card = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")
+    expect(card).to_be_visible(timeout=LONG)
+    allow = card.locator('button[data-option-kind="allow_once"]')
+    reject = card.locator('button[data-option-kind="reject_once"]')
+    # the main label says what the button does; the agent's name for it is the small print
+    expect(allow.locator(".jp-ACP-buttonLabel")).to_have_text("Allow once")
+    expect(reject.locator(".jp-ACP-buttonLabel")).to_have_text("Reject")
+    expect(allow.locator(".jp-ACP-optionAgentName")).to_contain_text("Reject")
+    expect(reject.locator(".jp-ACP-optionAgentName")).to_contain_text("Allow")
+    # styled by kind: the allowing button looks like an allow, whatever its name
+    expect(allow).to_have_class(re.compile(r"\bjp-mod-allow\b"))
+    expect(reject).to_have_class(re.compile(r"\bjp-mod-reject\b"))
+    for b in card.locator("button").all():
+        label = b.locator(".jp-ACP-buttonLabel").inner_text()
+        kind = b.get_attribute("data-option-kind")
+        assert label.startswith("Reject") == kind.startswith("reject"), (label, kind)
+    # the accessible name starts with the kind's label, too
+    expect(card.get_by_role("button", name="Allow once")).to_have_attribute("data-option-kind", "allow_once")
+    ui.shot("swapped-labels", full=False)
+
+    # the button the user reads as "Reject" rejects
+    card.locator("button", has=ui.page.locator(".jp-ACP-buttonLabel", has_text="Reject")).click()
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("permission: named-allow", timeout=LONG)
+    resolved = panel.locator(".jp-ACP-permission.jp-mod-resolved")
+    expect(resolved).to_contain_text("Rejected")
+    expect(resolved).to_have_class(re.compile(r"\bjp-mod-rejected\b"))
+
+
+def test_always_allow_is_shown_per_tool_and_revocable(ui):
+    nb = ui.lab.notebook("always.ipynb", ["x = 1"], ids=["cell-one"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("builtin")
+    panel = ui.panel
+    strip = panel.locator(".jp-ACP-policy")
+    expect(strip).to_be_hidden()
+    ui.send("make it 42")
+    card = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")
+    expect(card).to_be_visible(timeout=LONG)
+    card.locator('button[data-option-kind="allow_always"]').click()
+    expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+    # the header says what is always allowed, for this notebook's session
+    expect(strip).to_be_visible(timeout=LONG)
+    expect(strip).to_contain_text("Always allowed")
+    chip = strip.locator('.jp-ACP-policyChip[data-tool="client_edit_cell"]')
+    expect(chip).to_contain_text("Edit cell")
+    sid = _session(ui.lab, nb, "builtin")["id"]
+    assert ui.lab.api(f"sessions/{sid}")["always_allowed"] == ["client_edit_cell"]
+    ui.shot("always-allowed", full=False)
+
+    # a reload shows it again (the session says so)
+    ui.page.reload()
+    ui.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=LONG)
+    ui.show_panel()
+    ui.wait_ready("builtin")
+    expect(panel.locator('.jp-ACP-policyChip[data-tool="client_edit_cell"]')).to_be_visible(timeout=LONG)
+
+    # × revokes: the strip empties and the next edit asks again
+    panel.get_by_role("button", name="Stop always allowing Edit cell").click()
+    expect(panel.locator(".jp-ACP-policy")).to_be_hidden(timeout=LONG)
+    assert ui.lab.api(f"sessions/{sid}")["always_allowed"] == []
+    ui.send("make it 43")
+    expect(panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")).to_be_visible(timeout=LONG)
+    panel.locator('.jp-ACP-permission:not(.jp-mod-resolved) button[data-option-kind="reject_once"]').click()
+    expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
