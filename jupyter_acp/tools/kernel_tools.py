@@ -9,7 +9,7 @@ from typing import Any
 from ..frontend import NoTab, TabError
 from ..kernel import KernelTimeout, KernelUnavailable, clip
 from .notebook_tools import gate, has_kernel
-from .render import render_outputs
+from .render import error_of, image_refs, render_outputs
 from .services import ToolServices
 from .surface import ToolContext, ToolDef, error_result, text_result
 
@@ -123,7 +123,16 @@ async def execute_code(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     head = f"status: {status}"
     if status == "timeout":
         head += f" (still running after {timeout:g} s: the kernel was interrupted)"
-    result = text_result(head + ("\n" + body if body else "\n(no output)"), {"status": status})
+    # the model of an agent that shows it only structuredContent (claude, codex) must see the output too
+    structured: dict[str, Any] = {"status": status, "outputs": body}
+    if status == "timeout":
+        structured["timeout"] = timeout
+    if images:
+        structured["images"] = image_refs(images, 0)
+    err = error_of(res["outputs"])
+    if err is not None:
+        structured["error"] = err
+    result = text_result(head + ("\n" + body if body else "\n(no output)"), structured)
     result["content"].extend(images)
     if status == "timeout":
         result["isError"] = True

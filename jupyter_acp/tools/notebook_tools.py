@@ -11,7 +11,7 @@ from typing import Any
 
 from ..kernel import KernelUnavailable
 from ..notebook import NotebookError, execute_cell, new_cell_id, origin_for
-from .render import first_line, output_summary, render_outputs, short_diff
+from .render import error_of, first_line, image_refs, output_summary, render_outputs, short_diff
 from .services import ToolServices, gate
 from .surface import ToolContext, ToolDef, error_result, text_result
 
@@ -93,6 +93,7 @@ async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
         "start": start,
         "next_start": end if end < len(cells) else None,
         "cells": rows,
+        "via": nb.kind,
     }
     return text_result("\n".join(header + lines), structured)
 
@@ -124,6 +125,7 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     images: list[dict[str, Any]] = []
     parts: list[str] = []
     structured_cells = []
+    stopped = ""
     used = 0
     for i, c in chosen:
         src = c.get("source", "")
@@ -131,21 +133,31 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         exec_part = f" [{c.get('execution_count')}]" if c.get("execution_count") is not None else ""
         block = f"--- cell {i} id={cid} {c.get('cell_type')}{exec_part}\n{src}"
         outputs_text = None
+        first_image = len(images)
         if include_outputs and c.get("outputs"):
             outputs_text = render_outputs(c["outputs"], budget, images)
             block += "\n--- outputs\n" + outputs_text
         if used + len(block) > total_budget and parts:
-            parts.append(f"… stopped before cell {i} (id={cid}): the answer reached {total_budget} characters; read it alone")
+            note = f"… stopped before cell {i} (id={cid}): the answer reached {total_budget} characters; read it alone"
+            parts.append(note)
+            stopped = note
+            del images[first_image:]
             break
         parts.append(block)
         used += len(block)
         svc.saw(ctx.session.id, cid, src)
         entry = {"id": cid, "index": i, "type": c.get("cell_type"), "source": src, "execution_count": c.get("execution_count")}
         if outputs_text is not None:
-            # some agents (codex) show the model only structuredContent: outputs must be there too
+            # some agents (codex, claude) show the model only structuredContent: outputs must be there too
             entry["outputs"] = outputs_text
+            refs = image_refs(images, first_image)
+            if refs:
+                entry["images"] = refs
         structured_cells.append(entry)
-    result = text_result("\n".join(parts), {"cells": structured_cells})
+    structured: dict[str, Any] = {"cells": structured_cells}
+    if stopped:
+        structured["stopped"] = stopped
+    result = text_result("\n".join(parts), structured)
     result["content"].extend(images)
     return result
 
@@ -183,9 +195,10 @@ async def insert_cell(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         cell.update(outputs=[], execution_count=None)
     await nb.insert(index, cell, _origin(ctx))
     svc.saw(ctx.session.id, cid, source)
+    diff = short_diff("", source)
     return text_result(
-        f"inserted {cell_type} cell {cid} at index {index}\n{short_diff('', source)}",
-        {"cell_id": cid, "index": index},
+        f"inserted {cell_type} cell {cid} at index {index}\n{diff}",
+        {"cell_id": cid, "index": index, "cell_type": cell_type, "diff": diff},
     )
 
 
@@ -279,7 +292,7 @@ async def delete_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
         return error_result(f"nothing was deleted: cells {gone} disappeared meanwhile", kind="not_found")
     await nb.delete(ids, _origin(ctx))
     diff = "\n".join(f"--- deleted {cid}\n" + short_diff(by_id[cid].get("source", ""), "", 600) for cid in ids)
-    return text_result(f"deleted {len(ids)} cell(s): {', '.join(ids)}\n{diff}", {"cell_ids": ids})
+    return text_result(f"deleted {len(ids)} cell(s): {', '.join(ids)}\n{diff}", {"cell_ids": ids, "diff": diff})
 
 
 # -- move ------------------------------------------------------------------------------------------------
@@ -341,6 +354,7 @@ async def execute_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
     budget = svc.config.output_budget
     images: list[dict[str, Any]] = []
     parts, results = [], []
+    not_run: list[str] = []
     failed = False
     for n, cid in enumerate(ids):
         try:
@@ -348,19 +362,37 @@ async def execute_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
             res = await execute_cell(svc.kernels, kid, nb, cid, timeout=timeout)
         except (KernelUnavailable, NotebookError) as exc:
             return error_result(f"{exc}" + (f" (ran {n} of {len(ids)} cells first)" if n else ""), kind="kernel")
-        results.append({k: v for k, v in res.items() if k != "outputs"} | {"output_summary": output_summary(res.get("outputs", []))})
+        outs = res.get("outputs", [])
         head = f"--- cell {cid}: {res['status']}" + (f" [{res['execution_count']}]" if res.get("execution_count") else "")
         if res["status"] == "timeout":
             head += f" (still running after {timeout:g} s: the kernel was interrupted)"
-        body = render_outputs(res.get("outputs", []), budget, images)
+        if res.get("reason"):
+            head += f" ({res['reason']})"
+        first_image = len(images)
+        body = render_outputs(outs, budget, images)
         parts.append(head + ("\n" + body if body else ""))
+        # the model of an agent that shows it only structuredContent (claude, codex) must see the same
+        entry = {k: v for k, v in res.items() if k != "outputs"}
+        if res["status"] != "skipped":
+            entry["outputs"] = body
+        refs = image_refs(images, first_image)
+        if refs:
+            entry["images"] = refs
+        err = error_of(outs)
+        if err is not None:
+            entry["error"] = err
+        results.append(entry)
         if res["status"] in ("error", "timeout", "aborted"):
             failed = True
             rest = ids[n + 1 :]
             if rest:
                 parts.append(f"stopped: {len(rest)} later cell(s) not run ({', '.join(rest)})")
+                not_run = rest
             break
-    result = text_result("\n".join(parts), {"results": results})
+    structured: dict[str, Any] = {"results": results}
+    if not_run:
+        structured["not_run"] = not_run
+    result = text_result("\n".join(parts), structured)
     result["content"].extend(images)
     if failed:
         result["isError"] = any(r["status"] == "timeout" for r in results)

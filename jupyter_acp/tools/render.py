@@ -88,6 +88,23 @@ def render_outputs(
     return "\n".join(lines)
 
 
+def image_refs(images: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
+    """References to the image blocks added since ``start`` (1-based, as the text says "image #n").
+
+    Agents that hand their model only ``structuredContent`` still learn an image is there and which
+    image content block it is.
+    """
+    return [{"type": "image", "mime": im.get("mimeType"), "index": n} for n, im in enumerate(images[start:], start + 1)]
+
+
+def error_of(outputs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first error output's name and value (its traceback is in the rendered outputs)."""
+    for o in outputs:
+        if o.get("output_type") == "error":
+            return {"ename": strip_ansi(_text(o.get("ename"))), "evalue": strip_ansi(_text(o.get("evalue")))}
+    return None
+
+
 def short_diff(old: str, new: str, budget: int = 2000) -> str:
     diff = "\n".join(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=1))
     return clip(diff, budget) if diff else "(no change)"
