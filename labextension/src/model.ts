@@ -82,7 +82,39 @@ export interface INoticeItem extends IItemBase {
   phase?: string;
 }
 
-export type Item = IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem;
+/** An `audit` event of a refused action: which rule refused, and how the user can change it. */
+export interface IAuditItem extends IItemBase {
+  kind: 'audit';
+  text: string;
+  tool?: string;
+  action?: string;
+  rule?: string;
+}
+
+export type Item = IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem | IAuditItem;
+
+/**
+ * A tool name as the user reads it: `client_edit_cell` -> "Edit cell". The names are the server's
+ * tool names (the gate's always-allow set and audit events carry them).
+ */
+export function toolLabel(name: string): string {
+  const known: Record<string, string> = {
+    client_execute_cells: 'Run cells',
+    client_execute_code: 'Run code',
+    client_edit_cell: 'Edit cell',
+    client_insert_cell: 'Insert cell',
+    client_delete_cells: 'Delete cells',
+    client_move_cell: 'Move cell',
+    'fs/write_text_file': 'Write files',
+    'fs/read_text_file': 'Read files'
+  };
+  const n = String(name ?? '');
+  if (known[n]) {
+    return known[n];
+  }
+  const words = n.replace(/^client_|^mcp__[^_]+__/, '').replace(/[_/.-]+/g, ' ').trim();
+  return words ? words[0].toUpperCase() + words.slice(1) : n;
+}
 
 export interface ICommand {
   name: string;
@@ -226,16 +258,34 @@ export class ChatModel {
   commands: ICommand[] = [];
   modes: IModes | null = null;
   configOptions: any[] | null = null;
+  /** Tools of the client's gate that run without asking in this session (null: not known yet). */
+  alwaysAllowed: string[] | null = null;
+  /**
+   * Older history exists on the server: the next page is `events?before=olderBefore`. The stream
+   * replays only the latest page of a long history; null once the first event is loaded.
+   */
+  olderBefore: number | null = null;
+  /** Events missing between two seqs (a reconnect after a long absence replays only the latest page). */
+  gap: { after: number; before: number } | null = null;
+  /** Bumped when the items were rebuilt from all events (older ones merged in): the view re-syncs. */
+  epoch = 0;
   /** Called after every applied batch; the view schedules a render. */
   onChange: (() => void) | null = null;
 
+  /** Every event applied, in seq order (older pages are merged in and the items rebuilt). */
+  private _events: IAcpEvent[] = [];
   private _byId = new Map<string, Item>();
   private _tools = new Map<string, IToolItem>();
   private _perms = new Map<string, { tool: IToolItem; perm: IPermission }>();
-  private _counter = 0;
+
+  /** The seq of the oldest event loaded (0: none). */
+  get firstSeq(): number {
+    return this._events.find(e => typeof e.seq === 'number')?.seq ?? 0;
+  }
 
   /** Apply events in order; returns how many were new. */
   applyAll(events: IAcpEvent[]): number {
+    this._noteGap(events);
     let n = 0;
     for (const e of events) {
       if (this.apply(e, false)) {
@@ -250,17 +300,111 @@ export class ChatModel {
 
   /** Apply one event. Events at or below the last seq seen are ignored (replays overlap). */
   apply(event: IAcpEvent, notify = true): boolean {
+    if (!event || typeof event !== 'object') {
+      return false;
+    }
     if (typeof event.seq === 'number') {
       if (event.seq <= this.lastSeq) {
         return false;
       }
       this.lastSeq = event.seq;
     }
-    this._reduce(event);
+    this._events.push(event);
+    this._safeReduce(event);
     if (notify && this.onChange) {
       this.onChange();
     }
     return true;
+  }
+
+  /**
+   * Merge events older than some already applied (a page of history, a gap filled): all events are
+   * reduced again in seq order, so turns and tool cards come out as if they had arrived in order.
+   * State that only the newest events decide (running turn, phase, options, always-allowed) is kept.
+   * Returns how many events were new.
+   */
+  merge(events: IAcpEvent[]): number {
+    const known = new Set(this._events.map(e => e.seq));
+    const fresh = events
+      .filter(e => e && typeof e === 'object' && typeof e.seq === 'number' && !known.has(e.seq))
+      .sort((a, b) => a.seq - b.seq);
+    const unique = fresh.filter((e, i) => i === 0 || e.seq !== fresh[i - 1].seq);
+    if (!unique.length) {
+      return 0;
+    }
+    if (unique[0].seq > this.lastSeq) {
+      return this.applyAll(unique);
+    }
+    const all = [...this._events, ...unique].sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+    const keep = {
+      runningTurn: this.runningTurn,
+      phase: this.phase,
+      problem: this.problem,
+      commands: this.commands,
+      modes: this.modes,
+      configOptions: this.configOptions,
+      alwaysAllowed: this.alwaysAllowed
+    };
+    this.items = [];
+    this._byId.clear();
+    this._tools.clear();
+    this._perms.clear();
+    this._events = [];
+    this.lastSeq = 0;
+    this.runningTurn = null;
+    for (const e of all) {
+      this.apply(e, false);
+    }
+    Object.assign(this, keep);
+    this.epoch++;
+    if (this.gap && unique.some(e => e.seq > this.gap!.after && e.seq < this.gap!.before)) {
+      const inside = all.filter(e => e.seq > this.gap!.after && e.seq < this.gap!.before);
+      const last = inside[inside.length - 1]?.seq ?? this.gap.after;
+      this.gap = last + 1 >= this.gap.before ? null : { after: last, before: this.gap.before };
+    }
+    this.onChange?.();
+    return unique.length;
+  }
+
+  /**
+   * A page of older history arrived (`events?before=B`, oldest first): merge it and note where the
+   * next one starts. An empty page, or one reaching seq 1, means there is nothing older.
+   */
+  addOlder(events: IAcpEvent[], before: number): number {
+    const page = events.filter(e => e && typeof e.seq === 'number' && e.seq < before);
+    const first = page.reduce((m, e) => Math.min(m, e.seq), before);
+    this.olderBefore = page.length && first > 1 ? first : null;
+    const n = this.merge(page);
+    if (!n) {
+      this.onChange?.(); // the "earlier messages" line goes even when the page held nothing new
+    }
+    return n;
+  }
+
+  /**
+   * The stream replays the latest page of a long history: its first (not pinned) event's seq is past
+   * the last seq seen + 1. From nothing, that is older history; after a reconnect, a gap.
+   */
+  private _noteGap(events: IAcpEvent[]): void {
+    const first = events.find(e => e && typeof e.seq === 'number' && !e.pinned && e.seq > this.lastSeq);
+    if (!first || first.seq <= this.lastSeq + 1) {
+      return;
+    }
+    const hasUnpinned = this._events.some(e => !e.pinned);
+    if (!hasUnpinned) {
+      this.olderBefore = this.olderBefore === null ? first.seq : Math.min(this.olderBefore, first.seq);
+    } else if (!this.gap) {
+      this.gap = { after: this.lastSeq, before: first.seq };
+    }
+  }
+
+  /** One event; a malformed one is skipped with a warning, never breaks the rest. */
+  private _safeReduce(event: IAcpEvent): void {
+    try {
+      this._reduce(event);
+    } catch (err) {
+      console.warn('jupyter-acp-host: skipped an event the sidebar could not read', event?.type, err);
+    }
   }
 
   get(id: string): Item | undefined {
@@ -308,8 +452,13 @@ export class ChatModel {
     return item;
   }
 
+  /** Ids follow from the events, so rebuilding the items (older history merged) keeps them. */
   private _newId(prefix: string, seq: number): string {
-    return `${prefix}-${seq}-${++this._counter}`;
+    let id = `${prefix}-${seq}`;
+    for (let n = 2; this._byId.has(id); n++) {
+      id = `${prefix}-${seq}-${n}`;
+    }
+    return id;
   }
 
   private _touch(item: Item): void {
@@ -402,6 +551,27 @@ export class ChatModel {
         // a switch through the API (this browser's or another's): the whole state, as the agent has it
         this.setConfig(e.modes, e.config_options);
         break;
+      case 'policy_changed':
+        this.alwaysAllowed = Array.isArray(e.always_allowed) ? e.always_allowed.map(String) : [];
+        break;
+      case 'audit': {
+        if (e.decision !== 'refused') {
+          break; // allowed actions are the tool cards themselves
+        }
+        const what = e.tool ? toolLabel(String(e.tool)) : String(e.action ?? 'an action');
+        const rule = e.rule ?? e.reason ?? e.message ?? e.text;
+        this._add<IAuditItem>({
+          kind: 'audit',
+          id: this._newId('audit', seq),
+          turnId: e.turn_id ?? this.runningTurn,
+          version: 0,
+          text: `Refused: ${what}` + (rule ? ` — ${String(rule)}` : ''),
+          tool: e.tool ?? undefined,
+          action: e.action ?? undefined,
+          rule: rule === undefined ? undefined : String(rule)
+        });
+        break;
+      }
       case 'notice': {
         if (e.phase === 'agent_starting') {
           this.phase = 'starting';

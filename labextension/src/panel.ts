@@ -74,6 +74,27 @@ const KIND_ICONS: Record<string, LabIcon> = {
   other: bugIcon
 };
 
+/**
+ * What a permission button says: its ACP kind decides, never the agent's wording (an option named
+ * "Reject" may carry kind allow_once: hole 3). The agent's name is shown as secondary text.
+ */
+const KIND_LABEL: Record<string, string> = {
+  allow_once: 'Allow once',
+  allow_always: 'Always allow',
+  reject_once: 'Reject',
+  reject_always: 'Always reject'
+};
+
+function kindClass(kind: string | undefined): string {
+  return kind?.startsWith('reject') ? 'jp-mod-reject' : kind?.startsWith('allow') ? 'jp-mod-allow' : 'jp-mod-neutral';
+}
+
+/** The agent's wording adds something only when it is not (part of) the kind's label already. */
+function saysMore(name: string | undefined, label: string): boolean {
+  const norm = (t: string) => t.toLowerCase().replace(/[^a-z]/g, '');
+  return !!name && !!norm(name) && !norm(label).includes(norm(name));
+}
+
 const STATUS_LABEL: Record<string, string> = {
   pending: 'pending',
   in_progress: 'running',
@@ -1033,9 +1054,17 @@ export class AgentPanel extends Widget {
         text = 'Permission request cancelled (the turn ended or was stopped).';
       } else {
         const opt = perm.options.find(o => o.optionId === perm.resolved!.optionId);
-        const verb = opt?.kind?.startsWith('reject') ? 'Rejected' : 'Allowed';
-        text = `${verb}: ${opt?.name ?? perm.resolved.optionId}`;
-        box.classList.add(opt?.kind?.startsWith('reject') ? 'jp-mod-rejected' : 'jp-mod-allowed');
+        const kind = opt?.kind ?? '';
+        const name = opt?.name ?? perm.resolved.optionId ?? '';
+        const label = KIND_LABEL[kind];
+        text = label
+          ? `${kind.startsWith('reject') ? 'Rejected' : 'Allowed'}: ${label}` +
+            (saysMore(name, label) ? ` (the agent's option “${name}”)` : '')
+          : `Answered “${name}” (an option of unknown kind ${kind || 'none'})`;
+        if (kind === 'allow_always' && perm.source === 'client') {
+          text += ": this tool runs without asking in this notebook's session (undo it in the header)";
+        }
+        box.classList.add(kind.startsWith('reject') ? 'jp-mod-rejected' : kind.startsWith('allow') ? 'jp-mod-allowed' : 'jp-mod-neutral');
       }
       box.appendChild(el('div', 'jp-ACP-permissionResult', text));
       return box;
@@ -1055,8 +1084,16 @@ export class AgentPanel extends Widget {
     }
     const row = el('div', 'jp-ACP-permissionOptions');
     for (const opt of optionOrder(perm.options)) {
-      const cls = opt.kind?.startsWith('reject') ? 'jp-mod-reject' : 'jp-mod-allow';
-      const b = button(opt.name, `jp-ACP-option ${cls}`, () => {
+      const known = KIND_LABEL[opt.kind];
+      const label = known ?? `“${opt.name}”`;
+      const more = known && saysMore(opt.name, known);
+      let title = known
+        ? `${label}. The agent calls this option “${opt.name}”.`
+        : `The agent's option “${opt.name}” has an unknown kind (${opt.kind || 'none'}): what it does is up to the agent.`;
+      if (opt.kind === 'allow_always') {
+        title += ' It runs without asking again in this notebook\'s session; undo that in the panel\'s header.';
+      }
+      const b = button(label, `jp-ACP-option jp-ACP-permissionOption ${kindClass(opt.kind)}`, () => {
         row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = true));
         this.api.answer(view.info.id, perm.requestId, opt.optionId).catch(err => {
           row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = false));
@@ -1065,6 +1102,11 @@ export class AgentPanel extends Widget {
       });
       b.dataset.optionId = opt.optionId;
       b.dataset.optionKind = opt.kind;
+      b.title = title;
+      b.setAttribute('aria-label', more ? `${label} (the agent's words: “${opt.name}”)` : label);
+      if (more) {
+        b.appendChild(el('span', 'jp-ACP-optionAgentName', `“${opt.name}”`));
+      }
       row.appendChild(b);
     }
     if (!perm.options.length) {
