@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -205,6 +205,11 @@ def _mcp_name(server: str, tool: str) -> str:
     return f"{base}__{tool}"
 
 
+def _no_default_environment() -> dict[str, str]:
+    """Replaces the MCP SDK's default child environment in this (the agent's own) process."""
+    return {}
+
+
 class McpConnection:
     """One MCP server, held open by a task of its own (anyio contexts must close where they opened)."""
 
@@ -234,12 +239,17 @@ class McpConnection:
         try:
             async with AsyncExitStack() as stack:
                 if self.spec.kind == "stdio":
-                    from mcp.client.stdio import StdioServerParameters, stdio_client
+                    from mcp.client import stdio as mcp_stdio
 
-                    params = StdioServerParameters(
+                    # The seed: the child gets only the env the client configured (the SDK would add its
+                    # HOME, LOGNAME, PATH, SHELL, TERM and USER), and its stderr (which may carry prompts,
+                    # tool results or credentials) never reaches our log.
+                    mcp_stdio.get_default_environment = _no_default_environment
+                    params = mcp_stdio.StdioServerParameters(
                         command=self.spec.command, args=self.spec.args, env=dict(self.spec.env), cwd=self.cwd
                     )
-                    read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+                    errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
+                    read, write = await stack.enter_async_context(mcp_stdio.stdio_client(params, errlog=errlog))
                 else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client

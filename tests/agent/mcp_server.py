@@ -22,7 +22,11 @@ def env_keys() -> str:
     return ",".join(sorted(os.environ))
 
 
+#: written to the server's stderr at start: the agent keeps an MCP child's stderr out of its logs
+STDERR_SENTINEL = "mcp-child-stderr-7f3a"
+
 if __name__ == "__main__":
+    print(STDERR_SENTINEL, file=sys.stderr, flush=True)
     if sys.argv[1] == "stdio":
         server.run("stdio")
     else:

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.timeout(240)
 HERE = os.path.dirname(os.path.abspath(__file__))
 MCP_SERVER = os.path.join(HERE, "mcp_server.py")
 SENTINEL = "zebra-sentinel-4242"
+MCP_STDERR_SENTINEL = "mcp-child-stderr-7f3a"  # tests/agent/mcp_server.py writes it to its stderr
 
 RULES: list[dict[str, Any]] = [
     {"match": "^slow", "text": " ".join(f"word{i}" for i in range(40)), "delay": 0.25},
@@ -253,6 +254,8 @@ def test_mcp_over_stdio(world):
     world.run(a.prompt(sid, "use env"))
     keys = tool_messages(world.model)[-1].split(",")
     assert "GIVEN_VAR" in keys and "SECRET_VAR" not in keys and "OPENAI_API_KEY" not in keys
+    # only the configured env (the seed): not even the MCP SDK's default HOME, LOGNAME, PATH, SHELL, TERM, USER
+    assert not {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"} & set(keys), keys
     world.run(a.request("session/close", {"sessionId": sid}))
 
 
@@ -384,4 +387,5 @@ def test_wire_stayed_clean_and_payloads_unlogged(world):
         err = fh.read()
     assert err  # it did log
     assert SENTINEL not in err
+    assert MCP_STDERR_SENTINEL not in err  # an MCP child's stderr stays out of the agent's log
     assert "s3cret" not in err and "sk-fake" not in err
