@@ -66,6 +66,21 @@ class JupyterACP(ExtensionApp):
     reseed_history_chars = Integer(
         8000, config=True, help="History carried into a new agent session when the old one could not be reloaded."
     )
+    max_event_bytes = Integer(
+        256 * 1024, config=True,
+        help="Largest stored event (its JSON): longer text fields are cut, the cut marked '… [cut: N MiB not kept]'.",
+    )
+    max_session_bytes = Integer(
+        64 * 1024 * 1024, config=True,
+        help="History kept per notebook session; past it, when a turn ends, the oldest turns' agent updates are "
+        "dropped (prompts and turn ends stay; a notice says how much went). 0: no cap.",
+    )
+    replay_page_bytes = Integer(
+        1024 * 1024, config=True,
+        help="Largest page of history sent at once (WebSocket replay, GET events; at least one event); "
+        "older pages are fetched on demand with events?before=SEQ.",
+    )
+    replay_page_events = Integer(5000, config=True, help="Most events in one page of history.")
 
     @default("store_path")
     def _default_store_path(self) -> str:

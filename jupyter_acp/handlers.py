@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tornado import web, websocket
 
 from .hub import HubError, NotebookSession, SessionHub, encode
+from .store import cap_event
+
+#: largest WebSocket frame of events (one event bigger than this, up to max_event_bytes, goes alone)
+FRAME_BYTES = 256 * 1024
 
 AUTH_RESOURCE = "jupyter_acp"
 
@@ -223,14 +227,22 @@ class EventsHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
+        """A page of events (``JupyterACP.replay_page_bytes`` / ``replay_page_events``), oldest first:
+        ``?after=SEQ`` those after SEQ, ``?before=SEQ`` the newest before SEQ (older history on demand)."""
         session = self.session(session_id)
         try:
             after = int(self.get_query_argument("after", "0"))
+            before_arg = self.get_query_argument("before", None)
+            before = int(before_arg) if before_arg is not None else None
             limit = self.get_query_argument("limit", None)
             limit_n = int(limit) if limit is not None else None
         except ValueError:
-            raise web.HTTPError(400, "after and limit are integers") from None
-        self.send(self.hub.events(session, after, limit_n))
+            raise web.HTTPError(400, "after, before and limit are integers") from None
+        if before is not None and self.get_query_argument("after", None) is not None:
+            raise web.HTTPError(400, "give after (older to newer) or before (the newest before it), not both")
+        if limit_n is not None and limit_n < 1:
+            raise web.HTTPError(400, "limit is at least 1")
+        self.send(self.hub.events(session, after, limit_n, before=before))
 
 
 class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
@@ -271,12 +283,32 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
     def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self.set_nodelay(True)  # small frames must not wait for delayed ACKs
         replay, self._unsubscribe = self.hub.subscribe(self._session, self._after, self._deliver)
+        pinned = [e for e in replay if e.get("pinned")]
+        if pinned:  # older than the page but still mattering: a frame of their own, first
+            self._send_frames(pinned, [encode(e) for e in pinned])
+            replay = replay[len(pinned):]
         if replay:
-            self._send("[" + ",".join(encode(e) for e in replay) + "]")
+            self._send_frames(replay, [encode(e) for e in replay])
 
     def _deliver(self, events: list[dict[str, Any]], encoded: list[str]) -> None:
         """One frame per batch: a burst of 10,000 chunks costs a handful of frames, not 10,000."""
-        self._send("[" + ",".join(encoded) + "]")
+        self._send_frames(events, encoded)
+
+    def _send_frames(self, events: list[dict[str, Any]], encoded: list[str]) -> None:
+        """Events in frames of at most FRAME_BYTES (or one event), each event capped as the store keeps it."""
+        cap = self.extensionapp.max_event_bytes
+        frame: list[str] = []
+        size = 0
+        for event, text in zip(events, encoded):
+            if cap > 0 and len(text) > cap // 4:
+                text = cap_event(event, text, cap)[1]
+            if frame and size + len(text) > FRAME_BYTES:
+                self._send("[" + ",".join(frame) + "]")
+                frame, size = [], 0
+            frame.append(text)
+            size += len(text) + 1
+        if frame:
+            self._send("[" + ",".join(frame) + "]")
 
     def _send(self, frame: str) -> None:
         try:

@@ -141,7 +141,13 @@ class SessionHub:
         self._closing = False
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
         self._turn_slots: dict[str, asyncio.Semaphore] = {}
-        for rec in store.load_sessions():
+        #: the server root's real path: a session belongs to a notebook of this root, and only its
+        #: sessions are loaded (two projects sharing the per-user store never see each other's)
+        self.root = os.path.realpath(self.serverapp.root_dir)
+        store.max_event_bytes = app.max_event_bytes
+        store.max_session_bytes = app.max_session_bytes
+        for rec in store.load_sessions(self.root):
+            rec.cwd = self.cwd_for(rec.notebook)  # recomputed at every load: always a folder of this root
             self._add(NotebookSession(rec, store.last_seq(rec.id)))
 
     # -- sessions --------------------------------------------------------------------------------
@@ -183,11 +189,15 @@ class SessionHub:
                 raise HubError(f"no notebook at {path!r}", 404)
             now = time.time()
             rec = SessionRecord(
-                id=uuid.uuid4().hex, notebook=path, agent=agent, cwd=self.cwd_for(path), created=now, updated=now
+                id=uuid.uuid4().hex, notebook=path, agent=agent, cwd=self.cwd_for(path), created=now, updated=now,
+                root=self.root,
             )
             self._save(rec)
             session = NotebookSession(rec, 0)
             self._add(session)
+        elif session.record.cwd != (cwd := self.cwd_for(path)):
+            session.record.cwd = cwd  # recomputed at every open: the agent session (re)opens in this root
+            self._save(session.record)
         if (session.acp_generation is None and session.setup_task is None and not self._closing
                 and session.agent in self.specs()):
             # warm up in the background: the agent starts while the user types
@@ -307,22 +317,61 @@ class SessionHub:
                         phase="store_failed",
                     )
 
-    def events(self, session: NotebookSession, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """Events with seq > after: the stored ones, then those still waiting in memory."""
+    def events(
+        self, session: NotebookSession, after: int = 0, limit: int | None = None, *, before: int | None = None
+    ) -> list[dict[str, Any]]:
+        """One page of events, oldest first: those with seq > after, or the newest with seq < before.
+
+        A page holds at most ``limit`` events (and ``JupyterACP.replay_page_events``) and about
+        ``JupyterACP.replay_page_bytes``, always at least one event when there is one: the stored ones
+        (read with LIMIT, never the whole history), then those still waiting in memory.
+        """
+        count = self.app.replay_page_events
+        if limit is not None:
+            count = max(1, min(limit, count))
+        max_bytes = self.app.replay_page_bytes
+        waiting = [e for e, _ in session.unsaved] + session.outbox
         try:
-            out = self.store.read(session.id, after, limit)
+            if before is not None:
+                newer = [e for e in waiting if e["seq"] < before][-count:]  # newer than anything stored
+                below = newer[0]["seq"] if newer else before
+                room = count - len(newer)
+                older = self.store.read_before(session.id, below, room, max_bytes) if room > 0 else []
+                return older + newer
+            out = self.store.read(session.id, after, count, max_bytes)
+            complete = not out or out[-1]["seq"] >= self.store.last_seq(session.id)
         except StoreError as exc:
             log.warning("reading the transcript failed: %s", exc)
-            out = []
-        last = out[-1]["seq"] if out else after
-        if limit is None or len(out) < limit:
-            waiting = [e for e, _ in session.unsaved] + session.outbox
+            out, complete = [], True
+        if complete and len(out) < count:  # the stored page reached the end: what waits in memory follows
+            last = out[-1]["seq"] if out else after
             out.extend(e for e in waiting if e["seq"] > last)
-        return out[:limit] if limit is not None else out
+        return out[:count]
 
     def subscribe(self, session: NotebookSession, after: int, sub: Subscriber) -> tuple[list[dict[str, Any]], Callable[[], None]]:
-        """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller)."""
+        """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller).
+
+        The replay is one page: when more than a page lies after ``after``, the latest page (the client
+        sees its first replayed seq past after + 1 and fetches older pages with ``events?before=``).
+        Events that still matter though older than that page (a pending permission request, the running
+        turn's ``turn_started``) come first, marked ``"pinned": true``.
+        """
         replay = self.events(session, after)
+        if replay and replay[-1]["seq"] < session.seq:  # more than a page: the latest one instead
+            replay = [e for e in self.events(session, before=session.seq + 1) if e["seq"] > after]
+            first = replay[0]["seq"] if replay else session.seq + 1
+            pinned: list[dict[str, Any]] = []
+            try:
+                if session.turn is not None:
+                    pinned += [e for e in self.store.find(session.id, "turn_started", after, first, 1)
+                               if e.get("turn_id") == session.turn.id]
+                if session.pending_permissions:
+                    pinned += [e for e in self.store.find(session.id, "permission_request", after, first)
+                               if e.get("request_id") in session.pending_permissions]
+            except StoreError as exc:
+                log.warning("reading the transcript failed: %s", exc)
+            pinned.sort(key=lambda e: e["seq"])
+            replay = [{**e, "pinned": True} for e in pinned] + replay
         # events stored before this call come from the replay; the live path only sends newer ones
         last = replay[-1]["seq"] if replay else after
         seen = {"last": last}
@@ -652,7 +701,7 @@ class SessionHub:
         lines: list[str] = []
         current: list[str] = []
         speaker = None
-        for ev in self.events(session, 0):
+        for ev in self.events(session, before=session.seq + 1):  # the latest page: a bounded tail
             if ev["type"] == "turn_started" and ev.get("turn_id") != turn_id:
                 text = " ".join(b.get("text", "") for b in ev.get("prompt", []) if b.get("type") == "text")
                 if current:
