@@ -1,16 +1,36 @@
-"""The kernel's way in (``%acp``): server URL and a per-server secret handed to kernels.
+"""The kernel's way in (``%acp``): server URL and a per-kernel secret handed to kernels.
 
 How a kernel reaches the session hub (see ``docs`` and ``../shared/reference/jupyter-internals.md`` §7):
 
-* At start (the port is final) the extension puts ``JUPYTER_ACP_URL`` and a fresh random
-  ``JUPYTER_ACP_TOKEN`` into ``os.environ``; every kernel started afterwards inherits both, whether it
-  is started through ``api/sessions`` or ``api/kernels``.  The same pair is written to
-  ``<runtime dir>/jupyter_acp-<server pid>.json`` (mode 0600) for kernels that were started with another
-  environment; the magic checks that the pid is alive, so files left by killed servers are ignored.
+* At start (the port is final) the extension draws a random 256-bit server secret that lives only in
+  this process's memory: never in ``os.environ``, on disk, or any child's environment.
+* Each kernel gets its **own** secret, ``HMAC-SHA256(server secret, kernel id)``: the extension wraps
+  the kernel manager's ``start_kernel`` (:func:`hook_kernel_manager`) to choose the kernel id up front and
+  pass ``env`` = a full copy of the environment the kernel would have had, plus ``JUPYTER_ACP_URL`` and
+  ``JUPYTER_ACP_TOKEN`` (jupyter_client's provisioner uses a given ``env`` *instead of* ``os.environ``,
+  hence the full copy).  It works for both ``api/sessions`` (which passes its own env) and
+  ``api/kernels`` (which passes none).  jupyter_client keeps the launch arguments for restarts, and a
+  restarted kernel keeps its id, so it keeps its token.  Gateway kernels are not hooked (the gateway
+  chooses their ids; the magic then runs its agent locally and says so).
+* A kernel names itself (``X-Jupyter-ACP-Kernel``, its id from its connection file name) and shows its
+  token; the server recomputes the HMAC for that id and compares in constant time.  Every route then
+  acts only for that kernel: ``whoami``/``session``/``prompt`` for the notebook(s) whose Jupyter session
+  names the kernel (asked at call time, so renames and kernel switches follow), and the session routes
+  (events, cancel, permission answers) only on sessions of those notebooks.  A kernel that names another
+  kernel's id, or another notebook's session, is refused (403) with the rule that refused it.
+* The runtime file ``<runtime dir>/jupyter_acp-<server pid>.json`` (mode 0600) holds **no secret**: the
+  URL, pid, base URL and root dir only.  Any process of the user can read that file (every kernel can),
+  so whatever secret it held would be a secret for every kernel, which is what this design removes.  It
+  tells the magic that a jupyter_acp server is its parent, so a kernel that lacks its token (started
+  before the extension, or by a provisioner that drops the environment) can say "restart the kernel
+  from Jupyter" instead of "no server found".  The magic still accepts a token in that file, which only
+  older servers wrote.
+* What this does and does not promise: a kernel's token opens its own notebook's session and nothing
+  else, so a kernel that is told, or guesses, another kernel's id gets nowhere.  It is not a wall
+  between processes of the same OS user (the threat model trusts the server's owner; code in a kernel
+  runs as that owner and can read ``/proc/<pid>/environ`` of that owner's other processes).
 * The secret is **not** the server token: it opens only the routes below, and agent subprocesses never
   see it (``acp/process.py`` drops ``JUPYTER_ACP_*`` secrets).
-* A kernel names itself by its kernel id (from its connection file name); the server maps the id to the
-  notebook through the session manager, at call time (renames and kernel switches follow).
 * The routes are ``@allow_unauthenticated`` for jupyter_server's login machinery and check the secret
   themselves with ``hmac.compare_digest``; XSRF does not apply (no cookies are involved).
 * Streaming is a long poll of the session's events (``events?after=SEQ&wait=S``): each request answers
@@ -23,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import os
@@ -43,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
 ENV_URL = "JUPYTER_ACP_URL"
 ENV_TOKEN = "JUPYTER_ACP_TOKEN"
 HEADER = "X-Jupyter-ACP-Token"
+KERNEL_HEADER = "X-Jupyter-ACP-Kernel"
 RUNTIME_PREFIX = "jupyter_acp-"
 #: longest a single long poll may hold a request
 MAX_WAIT = 30.0
@@ -59,19 +81,28 @@ def runtime_file(app: JupyterACP) -> str:
     return os.path.join(runtime_dir, f"{RUNTIME_PREFIX}{os.getpid()}.json")
 
 
+def kernel_token(secret: bytes, kernel_id: str) -> str:
+    """The kernel's own secret: HMAC-SHA256 of its id under the server secret (hex)."""
+    return hmac.new(secret, kernel_id.encode(), hashlib.sha256).hexdigest()
+
+
 def start(app: JupyterACP) -> None:
-    """Called once the server's URL is final: hand kernels the URL and a fresh secret."""
-    secret = secrets.token_urlsafe(32)
+    """Called once the server's URL is final: a fresh server secret, kernels hooked, the runtime file."""
+    secret = secrets.token_bytes(32)
     url = app.serverapp.connection_url
     app._acp_kernel_secret = secret  # type: ignore[attr-defined]
-    os.environ[ENV_URL] = url
-    os.environ[ENV_TOKEN] = secret
+    app._acp_kernel_url = url  # type: ignore[attr-defined]
+    # a token (or URL) inherited from elsewhere (this server started from another server's kernel)
+    # is no business of our kernels: each gets its own below
+    os.environ.pop(ENV_TOKEN, None)
+    os.environ.pop(ENV_URL, None)
+    hook_kernel_manager(app)
     info = {
         "url": url,
-        "token": secret,
         "pid": os.getpid(),
         "base_url": app.serverapp.base_url,
         "root_dir": app.serverapp.root_dir,
+        "kernel_token": f"each kernel's own, in its environment ({ENV_TOKEN}); restart a kernel that lacks it",
     }
     path = runtime_file(app)
     try:
@@ -86,12 +117,48 @@ def start(app: JupyterACP) -> None:
     app.log.info("jupyter_acp: kernels reach the agent sessions at %s (%%load_ext jupyter_acp)", url)
 
 
+def hook_kernel_manager(app: JupyterACP) -> None:
+    """Give every kernel the server starts its own token, in the environment it is started with."""
+    km = getattr(app.serverapp, "kernel_manager", None)
+    if km is None or getattr(km, "_acp_hooked", False):
+        return
+    try:
+        from jupyter_server.gateway.managers import GatewayMappingKernelManager
+    except Exception:  # pragma: no cover - very old servers
+        GatewayMappingKernelManager = ()  # type: ignore[assignment,misc]
+    if isinstance(km, GatewayMappingKernelManager):
+        app.log.info("jupyter_acp: gateway kernels get no kernel token; %%acp runs its agent inside them")
+        return
+    original = km.start_kernel
+
+    async def start_kernel(*args: Any, kernel_id: str | None = None, path: str | None = None, **kwargs: Any) -> Any:
+        secret = getattr(app, "_acp_kernel_secret", None)
+        if secret and (kernel_id is None or kernel_id not in km):
+            if kernel_id is None:
+                kernel_id = km.new_kernel_id(**kwargs)
+            base = kwargs.get("env")
+            env = dict(base) if isinstance(base, dict) else dict(os.environ)
+            env[ENV_URL] = app._acp_kernel_url  # type: ignore[attr-defined]
+            env[ENV_TOKEN] = kernel_token(secret, kernel_id)
+            kwargs["env"] = env
+        return await _maybe_await(original(*args, kernel_id=kernel_id, path=path, **kwargs))
+
+    km.start_kernel = start_kernel
+    km._acp_hooked = True
+    app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
+
+
+def unhook_kernel_manager(app: JupyterACP) -> None:
+    km, hook = getattr(app, "_acp_kernel_hook", (None, None))
+    if km is not None and km.__dict__.get("start_kernel") is hook:
+        del km.start_kernel
+        km._acp_hooked = False
+    app._acp_kernel_hook = (None, None)  # type: ignore[attr-defined]
+
+
 def stop(app: JupyterACP) -> None:
     """Called at server stop: the secret dies with the server."""
-    secret = getattr(app, "_acp_kernel_secret", None)
-    if secret and os.environ.get(ENV_TOKEN) == secret:
-        os.environ.pop(ENV_TOKEN, None)
-        os.environ.pop(ENV_URL, None)
+    unhook_kernel_manager(app)
     path = getattr(app, "_acp_runtime_file", None)
     if path:
         with contextlib.suppress(OSError):
@@ -101,7 +168,10 @@ def stop(app: JupyterACP) -> None:
 
 # -- handlers -------------------------------------------------------------------------------------
 class KernelHandler(ExtensionHandlerMixin, APIHandler):
-    """Base of the kernel routes: the per-server secret, never a login."""
+    """Base of the kernel routes: the calling kernel's own token, never a login."""
+
+    #: the calling kernel's id, set by :meth:`check_secret` once its token matched
+    _caller: str = ""
 
     def check_xsrf_cookie(self) -> None:
         """No cookies are involved: the secret travels in a header a browser never sends by itself."""
@@ -111,16 +181,42 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
     def hub(self) -> SessionHub:
         return self.extensionapp.hub
 
-    def check_secret(self) -> None:
-        expected = getattr(self.extensionapp, "_acp_kernel_secret", None)
-        if not expected:  # not started: nobody can hold the secret, so refuse like a wrong one
+    def check_secret(self) -> str:
+        """The calling kernel's id, once its token is checked against that id (403 otherwise)."""
+        secret = getattr(self.extensionapp, "_acp_kernel_secret", None)
+        if not secret:  # not started: nobody can hold a token, so refuse like a wrong one
             raise web.HTTPError(403, "the jupyter_acp kernel API is not started: no kernel secret exists")
         given = self.request.headers.get(HEADER, "")
         auth = self.request.headers.get("Authorization", "")
         if not given and auth.lower().startswith("token "):
             given = auth[6:].strip()
-        if not given or not hmac.compare_digest(given.encode(), expected.encode()):
-            raise web.HTTPError(403, "wrong or missing jupyter_acp kernel secret")
+        kernel_id = self.request.headers.get(KERNEL_HEADER, "") or self.get_query_argument("kernel_id", "")
+        if not kernel_id and self.request.body:
+            with contextlib.suppress(ValueError, AttributeError):
+                kernel_id = json.loads(self.request.body).get("kernel_id") or ""
+        if not given:
+            raise web.HTTPError(403, f"missing jupyter_acp kernel token: send the kernel's {ENV_TOKEN} in the {HEADER} header")
+        if not isinstance(kernel_id, str) or not kernel_id or len(kernel_id) > 256:
+            raise web.HTTPError(
+                403, f"the kernel API needs the calling kernel's id (header {KERNEL_HEADER}) with that kernel's own token"
+            )
+        if not hmac.compare_digest(given.encode(), kernel_token(secret, kernel_id).encode()):
+            raise web.HTTPError(
+                403,
+                f"wrong jupyter_acp kernel token for kernel {kernel_id}: each kernel's token ({ENV_TOKEN} in its "
+                "environment) opens only that kernel's notebook; restart the kernel from Jupyter if it lacks one",
+            )
+        self._caller = kernel_id
+        return kernel_id
+
+    def same_kernel(self, named: Any) -> str:
+        """The kernel a request names must be the caller: a token acts only for its own kernel."""
+        caller = self._caller
+        if named not in (None, "") and named != caller:
+            raise web.HTTPError(
+                403, f"this token is kernel {caller}'s; it cannot act for kernel {named} (a kernel acts only for itself)"
+            )
+        return caller
 
     def body(self) -> dict[str, Any]:
         try:
@@ -141,18 +237,36 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
         except HubError as exc:
             raise web.HTTPError(exc.status, str(exc)) from None
 
-    async def notebook_of(self, kernel_id: Any) -> str:
-        """The notebook this kernel serves, asked now (renames and kernel switches follow)."""
-        if not isinstance(kernel_id, str) or not kernel_id:
-            raise web.HTTPError(400, "kernel_id is required")
+    async def own_session(self, session_id: str) -> NotebookSession:
+        """A session of the calling kernel's own notebook; any other is refused (403)."""
+        session = self.session(session_id)
+        if session.notebook not in await self.notebooks_of(self._caller):
+            raise web.HTTPError(
+                403,
+                f"session {session_id} is not a session of a notebook kernel {self._caller} is attached to: "
+                "the kernel routes act only on the caller's own notebook (use the sidebar or the HTTP API for others)",
+            )
+        return session
+
+    async def attachments(self, kernel_id: str) -> list[tuple[Any, Any]]:
+        """(type, path) of the Jupyter sessions naming this kernel, asked now."""
         km = self.serverapp.kernel_manager
         if kernel_id not in km:
             raise web.HTTPError(404, f"kernel {kernel_id} is not a kernel of this server")
         sm = self.serverapp.session_manager
-        paths = []
-        for s in await _maybe_await(sm.list_sessions()):
-            if (s.get("kernel") or {}).get("id") == kernel_id:
-                paths.append((s.get("type"), s.get("path")))
+        return [
+            (s.get("type"), s.get("path"))
+            for s in await _maybe_await(sm.list_sessions())
+            if (s.get("kernel") or {}).get("id") == kernel_id
+        ]
+
+    async def notebooks_of(self, kernel_id: str) -> set[str]:
+        return {path for kind, path in await self.attachments(kernel_id) if kind in (None, "notebook") and path}
+
+    async def notebook_of(self, kernel_id: Any) -> str:
+        """The notebook this kernel serves, asked now (renames and kernel switches follow)."""
+        kernel_id = self.same_kernel(kernel_id)
+        paths = await self.attachments(kernel_id)
         for kind, path in paths:
             if kind in (None, "notebook") and path:
                 return path
@@ -185,9 +299,8 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
 class WhoamiHandler(KernelHandler):
     @allow_unauthenticated
     async def get(self) -> None:
-        self.check_secret()
-        kernel_id = self.get_query_argument("kernel_id", "")
-        notebook = await self.notebook_of(kernel_id)
+        kernel_id = self.check_secret()
+        notebook = await self.notebook_of(self.get_query_argument("kernel_id", "") or kernel_id)
         sessions = [self.hub.describe(s) for s in self.hub.list(notebook)]
         self.send(
             {
@@ -286,7 +399,7 @@ class SessionHandler(KernelHandler):
     @allow_unauthenticated
     async def get(self, session_id: str) -> None:
         self.check_secret()
-        self.send(self.hub.describe(self.session(session_id)))
+        self.send(self.hub.describe(await self.own_session(session_id)))
 
 
 class EventsHandler(KernelHandler):
@@ -294,7 +407,7 @@ class EventsHandler(KernelHandler):
     async def get(self, session_id: str) -> None:
         """Events after ``after``; with ``wait``, held until at least one arrives (long poll)."""
         self.check_secret()
-        session = self.session(session_id)
+        session = await self.own_session(session_id)
         try:
             after = int(self.get_query_argument("after", "0"))
             wait = min(max(float(self.get_query_argument("wait", "0")), 0.0), MAX_WAIT)
@@ -326,7 +439,7 @@ class CancelHandler(KernelHandler):
     @allow_unauthenticated
     async def post(self, session_id: str) -> None:
         self.check_secret()
-        cancelled = await self.hub.cancel(self.session(session_id))
+        cancelled = await self.hub.cancel(await self.own_session(session_id))
         self.send({"cancelled": cancelled})
 
 
@@ -337,8 +450,9 @@ class PermissionHandler(KernelHandler):
         option_id = self.body().get("option_id")
         if not isinstance(option_id, str) or not option_id:
             raise web.HTTPError(400, "option_id is required")
+        session = await self.own_session(session_id)
         try:
-            self.hub.answer_permission(self.session(session_id), request_id, option_id)
+            self.hub.answer_permission(session, request_id, option_id)
         except HubError as exc:
             raise web.HTTPError(exc.status, str(exc)) from None
         self.send({"request_id": request_id, "option_id": option_id})

@@ -1,7 +1,8 @@
 """``%acp`` / ``%%acp``: the notebook's agent session from inside a cell.
 
 The magic and the sidebar share ONE session: the kernel asks the server extension (through the routes
-of ``kernel_api.py``, with the per-server secret it inherited) for *its notebook's* session, prompts it,
+of ``kernel_api.py``, naming itself by its kernel id and showing the token the server gave this kernel
+alone) for *its notebook's* session, prompts it,
 and long-polls the session's events, which it renders into the cell's output as they arrive. Where no
 server is reachable (plain IPython, a terminal, a kernel on another host) the magic drives an agent
 itself from the kernel process (``magic_local.py``) and says once what is missing.
@@ -40,6 +41,7 @@ from traitlets import Dict, Float, Unicode
 ENV_URL = "JUPYTER_ACP_URL"
 ENV_TOKEN = "JUPYTER_ACP_TOKEN"
 HEADER = "X-Jupyter-ACP-Token"
+KERNEL_HEADER = "X-Jupyter-ACP-Kernel"
 FORMATS = ("markdown", "code", "text", "json", "html", "math")
 CONTEXTS = ("none", "cells-above", "selection")
 SUBCOMMANDS = ("help", "agents", "list", "use", "status", "history", "reset", "cancel", "fix", "version")
@@ -209,28 +211,52 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def discover_server() -> tuple[str, str, str] | None:
-    """(url, secret, where) of the server that started this kernel, or None.
+def _parent_runtime_info() -> tuple[dict[str, Any], str] | None:
+    """The live parent server's ``jupyter_acp-<JPY_PARENT_PID>.json`` and its path, or None."""
+    ppid = os.environ.get("JPY_PARENT_PID")
+    if not (ppid and ppid.isdigit() and _pid_alive(int(ppid))):
+        return None
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
 
-    Order: the environment the server gave the kernel, then ``jupyter_acp-<JPY_PARENT_PID>.json`` in
-    the runtime dir (ignored when that pid is gone: killed servers leave stale files).
+        path = os.path.join(jupyter_runtime_dir(), f"jupyter_acp-{ppid}.json")
+        with open(path) as fh:
+            info = json.load(fh)
+        if isinstance(info, dict) and info.get("url") and _pid_alive(int(info.get("pid", ppid))):
+            return info, path
+    except (OSError, ValueError, TypeError):
+        pass
+    return None
+
+
+def discover_server() -> tuple[str, str, str] | None:
+    """(url, token, where) of the server that started this kernel, or None.
+
+    The token is this kernel's own (``HMAC(server secret, kernel id)``), which the server put in the
+    kernel's environment when it started it.  The runtime file ``jupyter_acp-<JPY_PARENT_PID>.json``
+    holds no secret any more (it would be one for every kernel); a token found there is from an older
+    server, which handed one out to every kernel, and is used as before (ignored when that pid is gone:
+    killed servers leave stale files).
     """
     url, token = os.environ.get(ENV_URL), os.environ.get(ENV_TOKEN)
     if url and token:
         return url, token, "environment"
-    ppid = os.environ.get("JPY_PARENT_PID")
-    if ppid and ppid.isdigit() and _pid_alive(int(ppid)):
-        try:
-            from jupyter_core.paths import jupyter_runtime_dir
-
-            path = os.path.join(jupyter_runtime_dir(), f"jupyter_acp-{ppid}.json")
-            with open(path) as fh:
-                info = json.load(fh)
-            if info.get("url") and info.get("token") and _pid_alive(int(info.get("pid", ppid))):
-                return info["url"], info["token"], path
-        except (OSError, ValueError, TypeError):
-            pass
+    found = _parent_runtime_info()
+    if found and found[0].get("token"):
+        return found[0]["url"], found[0]["token"], found[1]
     return None
+
+
+def missing_server_reason() -> str:
+    """Why no server backend: none found, or found without this kernel's token."""
+    found = _parent_runtime_info()
+    if found:
+        return (
+            f"the Jupyter server at {found[0]['url']} runs jupyter_acp, but this kernel has no kernel token "
+            f"({ENV_TOKEN}: it was started before the extension, or with another environment); restart the "
+            "kernel from Jupyter to connect it"
+        )
+    return "no jupyter_acp server found"
 
 
 class ServerBackend:
@@ -253,6 +279,7 @@ class ServerBackend:
         data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header(HEADER, self.token)
+        req.add_header(KERNEL_HEADER, self.kernel_id)
         req.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -514,7 +541,7 @@ class AcpMagics(Magics):
                 from .magic_local import LocalBackend
 
                 self._backend = LocalBackend(self)
-                missing = "no jupyter_acp server found" if not found else "this kernel has no kernel id"
+                missing = missing_server_reason() if not found else "this kernel has no kernel id"
                 self._notice_once(
                     f"jupyter_acp: {missing}, so the agent runs inside this kernel: no notebook cells, "
                     "no sidebar; variables of this kernel are its tools."
@@ -749,6 +776,7 @@ class AcpMagics(Magics):
         cancelling: float | None = None
         footer: str | None = None
         asked: set[str] = set()
+        seen = [after]  # the last seq shown, advanced event by event (an interrupt mid-batch repeats nothing)
         while True:
             now = time.monotonic()
             wait = self.poll_wait
@@ -765,8 +793,15 @@ class AcpMagics(Magics):
                     view.finish(footer or "cancelled; the agent did not confirm")
                     return
                 wait = 1.0
+            # ⏹ (SIGINT) may land while we wait for events or while we show them: either way it cancels
             try:
-                res = backend.events(sid, after, wait)
+                try:
+                    res = backend.events(sid, seen[0], wait)
+                except ServerGone as exc:
+                    view.finish(f"the Jupyter server went away mid-answer; what arrived is shown above ({exc})")
+                    raise ServerGone(f"the Jupyter server went away mid-answer: {exc}") from None
+                if self._show_events(backend, sid, turn_id, res["events"], view, asked, cancelling, footer, seen):
+                    return
             except KeyboardInterrupt:
                 if cancelling is not None:
                     view.finish("stopped waiting; the turn may still be running (%acp cancel)")
@@ -774,37 +809,40 @@ class AcpMagics(Magics):
                 cancelling = time.monotonic()
                 footer = "cancelled"
                 self._safe_cancel(backend, sid)
+
+    def _show_events(
+        self, backend: Any, sid: str, turn_id: str, events: list[dict[str, Any]], view: TurnView,
+        asked: set[str], cancelling: float | None, footer: str | None, seen: list[int],
+    ) -> bool:
+        """Feed one batch of events to the view; True once the turn has ended (and the view finished)."""
+        for event in events:
+            seen[0] = max(seen[0], event["seq"])
+            if event.get("type") == "turn_started" and event.get("turn_id") != turn_id:
                 continue
-            except ServerGone as exc:
-                view.finish(f"the Jupyter server went away mid-answer; what arrived is shown above ({exc})")
-                raise ServerGone(f"the Jupyter server went away mid-answer: {exc}") from None
-            for event in res["events"]:
-                after = max(after, event["seq"])
-                if event.get("type") == "turn_started" and event.get("turn_id") != turn_id:
-                    continue
-                view.feed(event)
-                if event.get("type") == "permission_request" and event.get("turn_id") == turn_id:
-                    pending = event["request_id"]
-                    if pending not in asked:
-                        asked.add(pending)
-                        self._ask_permission(backend, sid, event, view)
-                if event.get("type") == "turn_ended" and event.get("turn_id") == turn_id:
-                    view.render(force=True)
-                    if event.get("error") and not (cancelling and event.get("stop_reason") == "cancelled"):
-                        msg = event["error"]
-                        view.finish(f"error: {msg}")
-                        kind = event.get("error_kind")
-                        prefix = "the agent needs a login" if kind == "needs_login" else "the turn failed"
-                        raise AcpError(f"{prefix}: {msg}")
-                    stop = event.get("stop_reason")
-                    if cancelling is not None or stop == "cancelled":
-                        view.finish(footer or "cancelled")
-                    elif stop not in (None, "end_turn"):
-                        view.finish(f"the agent stopped: {stop}")
-                    else:
-                        view.finish()
-                    return
-            view.render()
+            view.feed(event)
+            if event.get("type") == "permission_request" and event.get("turn_id") == turn_id:
+                pending = event["request_id"]
+                if pending not in asked:
+                    asked.add(pending)
+                    self._ask_permission(backend, sid, event, view)
+            if event.get("type") == "turn_ended" and event.get("turn_id") == turn_id:
+                view.render(force=True)
+                if event.get("error") and not (cancelling and event.get("stop_reason") == "cancelled"):
+                    msg = event["error"]
+                    view.finish(f"error: {msg}")
+                    kind = event.get("error_kind")
+                    prefix = "the agent needs a login" if kind == "needs_login" else "the turn failed"
+                    raise AcpError(f"{prefix}: {msg}")
+                stop = event.get("stop_reason")
+                if cancelling is not None or stop == "cancelled":
+                    view.finish(footer or "cancelled")
+                elif stop not in (None, "end_turn"):
+                    view.finish(f"the agent stopped: {stop}")
+                else:
+                    view.finish()
+                return True
+        view.render()
+        return False
 
     def _safe_cancel(self, backend: Any, sid: str) -> None:
         try:

@@ -83,7 +83,8 @@ def test_sigterm_mid_turn_then_restart_keeps_history_and_secrets_stay_put(tmp_pa
         agent_pid = int((pids / "slow").read_text().split()[0])
         environ = open(f"/proc/{agent_pid}/environ", "rb").read().decode(errors="replace")
         runtime = next((data / "runtime").glob("jupyter_acp-*.json"))
-        kernel_secret = json.loads(runtime.read_text())["token"]
+        assert "token" not in json.loads(runtime.read_text()), "the runtime file hands out no kernel secret"
+        kernel_secret = "JUPYTER_ACP_TOKEN="  # the secret lives in the server's memory and each kernel's env only
         assert "server-token-must-not-leak" not in environ
         assert kernel_secret not in environ
         assert "sk-provider-key-intended" in environ, "provider keys are meant to pass"

@@ -188,22 +188,26 @@ async def test_clear_errors(start_kernel, make_notebook):
 async def test_kernel_routes_need_the_secret(acp_server, jp_fetch, jp_runtime_dir):
     from tornado.httpclient import HTTPClientError
 
-    url, token = os.environ["JUPYTER_ACP_URL"], os.environ["JUPYTER_ACP_TOKEN"]
+    from jupyter_acp.kernel_api import kernel_token
+
+    # each kernel has its own token (tests/magic/test_kernel_secret.py); this is the one kernel "nope" would get
+    app = acp_server.web_app.settings["jupyter_acp"]
+    url, token = app._acp_kernel_url, kernel_token(app._acp_kernel_secret, "nope")
     assert url.startswith("http") and token
     assert token != acp_server.identity_provider.token
     info_path = jp_runtime_dir / f"jupyter_acp-{os.getpid()}.json"
     assert os.stat(info_path).st_mode & 0o777 == 0o600
     info = json.loads(info_path.read_text())
-    assert info["url"] == url and info["token"] == token and info["pid"] == os.getpid()
+    assert info["url"] == url and "token" not in info and info["pid"] == os.getpid()
     for headers in ({}, {"X-Jupyter-ACP-Token": "wrong"}, {"Authorization": "token wrong"}):
         with pytest.raises(HTTPClientError) as err:
             await jp_fetch("jupyter-acp", "kernel", "agents", headers={**headers, "Authorization": headers.get("Authorization", "")})
         assert err.value.code == 403
-    resp = await jp_fetch("jupyter-acp", "kernel", "agents", headers={"X-Jupyter-ACP-Token": token, "Authorization": ""})
+    mine = {"X-Jupyter-ACP-Token": token, "X-Jupyter-ACP-Kernel": "nope", "Authorization": ""}
+    resp = await jp_fetch("jupyter-acp", "kernel", "agents", headers=mine)
     assert "echo" in {a["name"] for a in json.loads(resp.body)}
     with pytest.raises(HTTPClientError) as err:
-        await jp_fetch("jupyter-acp", "kernel", "whoami", params={"kernel_id": "nope"},
-                       headers={"X-Jupyter-ACP-Token": token, "Authorization": ""})
+        await jp_fetch("jupyter-acp", "kernel", "whoami", params={"kernel_id": "nope"}, headers=mine)
     assert err.value.code == 404
     # the server's own API does not accept the kernel secret
     with pytest.raises(HTTPClientError) as err:
