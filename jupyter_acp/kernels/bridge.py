@@ -150,6 +150,13 @@ class KernelBridge:
 
         return f"the kernel behind the gateway {GatewayClient.instance().url}"
 
+    def where(self, kernel_id: str) -> str:
+        """``the local kernel`` or ``the kernel behind the gateway URL``: said in every failure."""
+        try:
+            return self._where(self._manager(kernel_id))
+        except Exception:
+            return "the kernel"
+
     async def connection(self, kernel_id: str) -> KernelConnection:
         try:
             kernel = self._manager(kernel_id)
@@ -210,34 +217,38 @@ class KernelBridge:
         await asyncio.gather(*(self.drop(k) for k in list(self._conns)), return_exceptions=True)
 
     @contextlib.asynccontextmanager
-    async def _answers(self, what: str, *, runtime_errors: bool = False) -> AsyncIterator[None]:
-        """Kernel errors pass as they are (and, with ``runtime_errors``, the summariser's own
-        ``RuntimeError``); anything else becomes KernelUnavailable naming its type and reason."""
+    async def _answers(self, what: str, kernel_id: str, *, runtime_errors: bool = False) -> AsyncIterator[None]:
+        """Kernel errors pass as they are, saying which kernel when it is a gateway's (and, with
+        ``runtime_errors``, the summariser's own ``RuntimeError``); anything else becomes
+        KernelUnavailable naming its type and reason.  The traceback goes to the server log."""
         try:
             yield
-        except (KernelUnavailable, KernelTimeout):
+        except (KernelUnavailable, KernelTimeout) as exc:
+            where = self.where(kernel_id)
+            if "gateway" in where and "gateway" not in str(exc):
+                raise type(exc)(f"{exc} ({where})") from exc
             raise
         except RuntimeError as exc:
             if runtime_errors and str(exc):
                 raise
             log.warning("%s failed", what, exc_info=True)
-            raise KernelUnavailable(f"{what} failed: {describe(exc)}") from exc
+            raise KernelUnavailable(f"{what} failed ({self.where(kernel_id)}): {describe(exc)}") from exc
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning("%s failed", what, exc_info=True)
-            raise KernelUnavailable(f"{what} failed: {describe(exc)}") from exc
+            raise KernelUnavailable(f"{what} failed ({self.where(kernel_id)}): {describe(exc)}") from exc
 
     async def kernel_info(self, kernel_id: str, *, timeout: float = 10.0) -> dict[str, Any]:
         """The kernel's ``kernel_info_reply`` content (language, implementation, supported features)."""
-        async with self._answers("asking the kernel for its info"):
+        async with self._answers("asking the kernel for its info", kernel_id):
             conn = await self.connection(kernel_id)
             return await conn.kernel_info(timeout=timeout)
 
     # -- variables ---------------------------------------------------------------------------------
     async def list_variables(self, kernel_id: str, *, timeout: float = 15.0) -> tuple[list[dict[str, Any]], str]:
         """[{name, type, value}] and the method used: inspectVariables, else our summariser."""
-        async with self._answers("listing the kernel's variables"):
+        async with self._answers("listing the kernel's variables", kernel_id):
             conn = await self.connection(kernel_id)
             if await conn.supports("debugger"):
                 try:
@@ -253,7 +264,7 @@ class KernelBridge:
             return data.get("variables", []), "subshell" if conn.subshell_id else "silent_execute"
 
     async def inspect_variable(self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0) -> dict[str, Any]:
-        async with self._answers(f"inspecting {name}", runtime_errors=True):
+        async with self._answers(f"inspecting {name}", kernel_id, runtime_errors=True):
             conn = await self.connection(kernel_id)
             return await self._summarise(conn, {"op": "inspect", "name": name, "budget": budget}, timeout)
 
@@ -271,7 +282,7 @@ class KernelBridge:
     async def execute(self, kernel_id: str, code: str, *, on_iopub, timeout: float = 60.0, store_history: bool = True,
                       on_start=None) -> dict[str, Any]:
         """Run code on the kernel's main shell (see ``KernelConnection.execute``); interrupts on timeout."""
-        async with self._answers("running code in the kernel"):
+        async with self._answers("running code in the kernel", kernel_id):
             conn = await self.connection(kernel_id)
             return await conn.execute(
                 code,

@@ -197,9 +197,17 @@ class KernelConnection:
 
     # -- requests ----------------------------------------------------------------------------------
     def _send(self, channel: str, msg: dict[str, Any]) -> None:
-        if self.remote:
-            msg["channel"] = channel  # one WebSocket carries every channel; without it the gateway assumes shell
-        getattr(self.client, f"{channel}_channel").send(msg)
+        if not self.remote:
+            getattr(self.client, f"{channel}_channel").send(msg)
+            return
+        msg["channel"] = channel  # one WebSocket carries every channel; without it the gateway assumes shell
+        try:
+            getattr(self.client, f"{channel}_channel").send(msg)
+        except Exception as exc:
+            from .messages import describe
+
+            self._lose(f"the WebSocket to the gateway is closed ({describe(exc)}); is the gateway still running?")
+            raise KernelUnavailable(self.lost or "the WebSocket to the gateway is closed") from exc
 
     def _expect(self, msg_id: str) -> asyncio.Future[dict[str, Any]]:
         if self.lost is not None:

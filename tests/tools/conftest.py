@@ -1,18 +1,85 @@
 """Fixtures for the tool-surface tests: a server with RTC (jupyter-server-ydoc + fileid), real
-kernels, a real ToolContext, and a Y client that plays the browser."""
+kernels, a real ToolContext, and a Y client that plays the browser.
+
+Every test that starts a kernel runs twice: against local kernels (``[local]``) and against kernels
+behind a real ``jupyter kernelgateway`` on 127.0.0.1 (``[gateway]``; the server started with
+``GatewayClient.url``), except the few in ``LOCAL_ONLY`` (they reach into the local kernel's process
+or kernel specs; ``test_gateway.py`` covers the same ground behind the gateway).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
+import sys
 import time
 from typing import Any
 
 import httpx
 import pytest
 
-from .helpers import wait_until
+from .helpers import KernelGateway, wait_until
+
+#: tests that run against local kernels only, and why
+LOCAL_ONLY = {
+    "test_dead_kernel_is_an_answer": "kills the local kernel process (test_gateway.py kills one behind the gateway)",
+    "test_tool_lists_follow_each_notebook": "uses a kernel spec made in the test's own data dir",
+}
+
+
+def pytest_generate_tests(metafunc):
+    """Tests that start a kernel run against local kernels and kernels behind a gateway."""
+    if "kernel_mode" not in metafunc.fixturenames or "start_kernel" not in metafunc.fixturenames:
+        return
+    if any(m.name == "parametrize" and "kernel_mode" in m.args[0] for m in metafunc.definition.iter_markers()):
+        return
+    modes = ["local"] if metafunc.function.__name__ in LOCAL_ONLY else ["local", "gateway"]
+    metafunc.parametrize("kernel_mode", modes, indirect=True)
+
+
+@pytest.fixture
+def kernel_mode(request) -> str:
+    """``local`` or ``gateway``: where the server's kernels run."""
+    return getattr(request, "param", "local")
+
+
+@pytest.fixture(scope="session")
+def kernel_gateway():
+    """One ``jupyter kernelgateway`` on 127.0.0.1 for the whole run (kernels start in ~1 s)."""
+    gw = KernelGateway()
+    gw.start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.fixture
+def gateway_url(request, kernel_mode) -> str | None:
+    if kernel_mode != "gateway":
+        return None
+    return request.getfixturevalue("kernel_gateway").url
+
+
+@pytest.fixture(scope="session")
+def spare_gateways():
+    """Gateways a test starts for itself; stopped at the end of the run, after every server's cleanup
+    (pytest-jupyter's autouse cleanup stops the server's kernels after our fixtures' teardown)."""
+    gateways: list[KernelGateway] = []
+    yield gateways
+    for gw in gateways:
+        gw.stop()
+
+
+@pytest.fixture
+def _gateway_singleton(gateway_url):
+    """jupyter_server's GatewayClient is a process-wide singleton: each server gets a fresh one (kept
+    after the test: the server's cleanup, which runs last, still talks to the gateway)."""
+    from jupyter_server.gateway.gateway_client import GatewayClient
+
+    GatewayClient.clear_instance()
 
 
 @pytest.fixture
@@ -27,11 +94,14 @@ def rtc_enabled() -> bool:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config, tools_config, rtc_enabled):
+def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config, tools_config, rtc_enabled, gateway_url,
+                     _gateway_singleton):
     extensions = {"jupyter_acp": True}
     if rtc_enabled:
         extensions.update({"jupyter_server_ydoc": True, "jupyter_server_fileid": True})
+    gateway = {"GatewayClient": {"url": gateway_url, "request_timeout": 30.0}} if gateway_url else {}
     return {
+        **gateway,
         "ServerApp": {"jpserver_extensions": extensions, "allow_unauthenticated_access": False},
         "JupyterACP": {
             "agents": acp_agents,

@@ -20,3 +20,89 @@ async def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KernelGateway:
+    """A real ``jupyter kernelgateway`` (PyPI ``jupyter_kernel_gateway``) on 127.0.0.1, as a
+    subprocess; its kernels are its own children, found by kernel id for the kill tests."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: Any = None
+        self.log_path: str | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        import urllib.request
+
+        fd, self.log_path = tempfile.mkstemp(prefix="kernelgateway-", suffix=".log")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
+             f"--KernelGatewayApp.port={self.port}", "--JupyterWebsocketPersonality.list_kernels=True",
+             "--KernelGatewayApp.port_retries=0"],
+            stdout=fd, stderr=fd, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        os.close(fd)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter kernelgateway exited ({self.proc.returncode}): {self.log()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/api/kernelspecs", timeout=2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"jupyter kernelgateway did not answer in {timeout:g} s: {self.log()[-2000:]}")
+                time.sleep(0.1)
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path or "", encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
+    def kernel_pid(self, kernel_id: str) -> int | None:
+        """The pid of the gateway's kernel process for kernel_id (its connection file names the id)."""
+        import os
+
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmd = fh.read().decode(errors="replace")
+            except OSError:
+                continue
+            if f"kernel-{kernel_id}.json" in cmd and "ipykernel" in cmd:
+                return int(entry)
+        return None
+
+    def stop(self) -> None:
+        import os
+        import signal
+
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the gateway and its kernels (its own session)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(10)
+        except Exception:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
