@@ -147,3 +147,27 @@ async def test_a_restarted_kernel_keeps_its_token_and_the_magic(start_kernel, ma
     final = res.final()
     assert "after the restart" in final["data"]["text/plain"]
     assert final["metadata"]["jupyter_acp"]["notebook"] == nb
+
+
+async def test_a_kernel_started_without_env_gets_the_whole_environment_and_its_token(
+    acp_server, jp_fetch, monkeypatch, jp_asyncio_loop
+):
+    """``POST api/kernels`` passes no ``env``: the hook must hand over a full copy of the server's, plus the token."""
+    from jupyter_acp.kernel_api import kernel_token
+
+    monkeypatch.setenv("ACP_TEST_INHERITED", "from-the-server")
+    resp = await jp_fetch("api", "kernels", method="POST", body=json.dumps({"name": "python3"}))
+    kid = json.loads(resp.body)["id"]
+    try:
+        km = acp_server.kernel_manager.get_kernel(kid)
+        pid = km.provisioner.process.pid
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = dict(
+                item.split("=", 1) for item in fh.read().decode(errors="replace").split("\0") if "=" in item
+            )
+        app = acp_server.web_app.settings["jupyter_acp"]
+        assert environ["JUPYTER_ACP_TOKEN"] == kernel_token(app._acp_kernel_secret, kid)
+        assert environ["JUPYTER_ACP_URL"] == app._acp_kernel_url
+        assert environ.get("ACP_TEST_INHERITED") == "from-the-server" and environ.get("PATH") == os.environ["PATH"]
+    finally:
+        await acp_server.kernel_manager.shutdown_kernel(kid, now=True)
