@@ -19,10 +19,6 @@ class SessionNotFound(LookupError):
     pass
 
 
-class HistoryTooLarge(ValueError):
-    pass
-
-
 def default_state_dir() -> str:
     env = os.environ.get("JUPYTER_ACP_AGENT_STATE_DIR")
     if env:
@@ -65,9 +61,13 @@ class HistoryStore:
             for m in messages:
                 fh.write(json.dumps(m, ensure_ascii=False) + "\n")
 
-    def load(self, sid: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """(meta, messages).  Missing: ``SessionNotFound``; too big: ``HistoryTooLarge`` (checked before
-        reading the file); unreadable or corrupt: ``OSError`` / ``ValueError``."""
+    def load(self, sid: str, max_bytes: int = MAX_HISTORY_BYTES) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """(meta, messages): at most the last ``max_bytes`` of the history, read from the end.
+
+        A longer conversation is not refused (resuming it must work): the read stops at the budget
+        before anything older is parsed or allocated, and starts at the first user message of what
+        is kept (the model is never handed a tool result without its call).  Missing:
+        ``SessionNotFound``; unreadable or corrupt: ``OSError`` / ``ValueError``."""
         d = self._dir(sid)
         meta_path = os.path.join(d, "meta.json")
         if not os.path.isfile(meta_path):
@@ -78,20 +78,31 @@ class HistoryStore:
             raise ValueError("session metadata is not an object")
         path = os.path.join(d, "messages.jsonl")
         messages: list[dict[str, Any]] = []
-        if os.path.exists(path):
-            if os.path.getsize(path) > MAX_HISTORY_BYTES:
-                raise HistoryTooLarge(f"history exceeds {MAX_HISTORY_BYTES} bytes")
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        msg = json.loads(line)
-                        if isinstance(msg, dict):
-                            messages.append(msg)
+        if not os.path.exists(path):
+            return meta, messages
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            cut = size > max_bytes
+            if cut:
+                fh.seek(size - max_bytes - 1)
+                if fh.read(1) != b"\n":
+                    fh.readline()  # the rest of a message that starts before the budget
+            for line in fh:
+                if line.strip():
+                    msg = json.loads(line)
+                    if isinstance(msg, dict):
+                        messages.append(msg)
+        if cut:
+            first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), len(messages))
+            messages = messages[first_user:]
         return meta, messages
 
 
 def history_to_updates(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Only user and assistant text is replayed ("would put words in the agent's mouth" otherwise)."""
+    """Only user and assistant text is replayed ("would put words in the agent's mouth" otherwise).
+
+    The replay budget (``MAX_HISTORY_UPDATES`` updates, ``MAX_HISTORY_BYTES`` of JSON) keeps the most
+    recent updates: a long conversation replays its tail instead of failing to load."""
     updates: list[dict[str, Any]] = []
     for m in messages:
         role = m.get("role")
@@ -107,6 +118,13 @@ def history_to_updates(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             continue
         updates.append({"sessionUpdate": kind, "content": {"type": "text", "text": content}})
-    if len(updates) > MAX_HISTORY_UPDATES:
-        raise HistoryTooLarge(f"history has more than {MAX_HISTORY_UPDATES} updates")
-    return updates
+    kept: list[dict[str, Any]] = []
+    total = 0
+    for u in reversed(updates[-MAX_HISTORY_UPDATES:]):
+        size = len(json.dumps(u, ensure_ascii=False).encode("utf-8"))
+        if total + size > MAX_HISTORY_BYTES:
+            break
+        total += size
+        kept.append(u)
+    kept.reverse()
+    return kept

@@ -20,7 +20,7 @@ from typing import Any
 from .. import __version__, convention
 from ..acp.wire import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, JsonRpcConnection, RpcError, serve_stdio
 from . import limits
-from .history import HistoryStore, HistoryTooLarge, SessionNotFound, history_to_updates
+from .history import HistoryStore, SessionNotFound, history_to_updates
 from .limits import invalid
 from .tools import McpConnection, Tool, client_tools_from, plan_tool
 
@@ -221,9 +221,10 @@ class BuiltinAgent:
         ct = entry.get(convention.CLIENT_TOOLS_KEY)
         self.client_tools = ct if isinstance(ct, dict) else {}
         caps: dict[str, Any] = {"loadSession": not self.echo, "promptCapabilities": {"embeddedContext": True}}
+        # echo sessions close too: a client past its session cap closes the least recently used one
+        caps["sessionCapabilities"] = {"close": {}} if self.echo else {"resume": {}, "close": {}}
         if not self.echo:
             caps["mcpCapabilities"] = {"http": True, "sse": False}
-            caps["sessionCapabilities"] = {"resume": {}, "close": {}}
             caps["_meta"] = convention.agent_capability_meta()
         return {
             "protocolVersion": 1 if not isinstance(asked, int) or asked >= 1 else asked,
@@ -336,19 +337,10 @@ class BuiltinAgent:
                 meta, messages = self.store.load(sid)
             except SessionNotFound:
                 raise invalid(f"unknown session id {sid}") from None
-            except HistoryTooLarge:
-                raise RpcError(INTERNAL_ERROR, "cannot replay session history") from None
             except (OSError, ValueError) as exc:
                 raise RpcError(INTERNAL_ERROR, f"cannot read session history: {type(exc).__name__}") from None
-            updates: list[dict[str, Any]] = []
-            if reason == "load":
-                try:
-                    updates = history_to_updates(messages)
-                except HistoryTooLarge:
-                    raise RpcError(INTERNAL_ERROR, "cannot replay session history") from None
-                total = sum(len(json.dumps(u, ensure_ascii=False).encode("utf-8")) for u in updates)
-                if total > limits.MAX_HISTORY_BYTES:
-                    raise RpcError(INTERNAL_ERROR, "cannot replay session history")
+            # the replay budget applies to what load sends back (its tail), never to resuming
+            updates = history_to_updates(messages) if reason == "load" else []
             old = self.sessions.pop(sid, None)
             if old is not None:
                 await self._discard(old)

@@ -91,6 +91,44 @@ def test_echo_streams_before_answering(state_dir, tmp_path):
         assert err.code == METHOD_NOT_FOUND
         err = await rpc_error(c.request("_unknown/method", {}))
         assert err.code == METHOD_NOT_FOUND
+        # echo sessions close, and say so: a client past its session cap closes instead of abandoning them
+        assert c.init_result["agentCapabilities"]["sessionCapabilities"] == {"close": {}}
+        assert await c.request("session/close", {"sessionId": sid}) == {}
+        err = await rpc_error(c.prompt(sid, "closed"))
+        assert err.code == INVALID_PARAMS
+        assert await c.close() == 0
+
+    run(go())
+
+
+def test_a_long_history_resumes_and_load_replays_its_tail(state_dir, tmp_path):
+    """The 8 MiB budget bounds what is read and replayed, not whether a conversation can go on."""
+    d = os.path.join(state_dir, "sessions", "long")
+    os.makedirs(d)
+    with open(os.path.join(d, "meta.json"), "w") as fh:
+        json.dump({"cwd": str(tmp_path), "mode": "ask", "model": ""}, fh)
+    filler = "x" * 4000
+    with open(os.path.join(d, "messages.jsonl"), "w") as fh:
+        fh.write(json.dumps({"role": "user", "content": "FIRST-MESSAGE " + filler}) + "\n")
+        for i in range(1200):  # about 9.6 MB
+            fh.write(json.dumps({"role": "assistant", "content": f"answer {i} {filler}"}) + "\n")
+            fh.write(json.dumps({"role": "user", "content": f"question {i} {filler}"}) + "\n")
+        fh.write(json.dumps({"role": "assistant", "content": "LAST-ANSWER"}) + "\n")
+    assert os.path.getsize(os.path.join(d, "messages.jsonl")) > 8 * 1024 * 1024
+
+    async def go():
+        c = await AgentClient.start(env=env(state_dir), initialize=initialize_params())
+        setup = {"sessionId": "acp:long", "cwd": str(tmp_path), "mcpServers": []}
+        assert "modes" in await c.request("session/resume", setup)  # resumed, not refused
+        assert (await c.prompt("acp:long", "still there?"))["stopReason"] == "end_turn"
+        await c.request("session/close", {"sessionId": "acp:long"})
+        n0 = len(c.updates["acp:long"])
+        await c.request("session/load", setup)
+        replay = c.updates["acp:long"][n0:]
+        texts = [u["content"]["text"] for u in replay if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")]
+        assert "LAST-ANSWER" in texts and not any(t.startswith("FIRST-MESSAGE") for t in texts)
+        replayed = sum(len(json.dumps(u).encode()) for u in replay)
+        assert 7 * 1024 * 1024 < replayed <= 8 * 1024 * 1024
         assert await c.close() == 0
 
     run(go())
