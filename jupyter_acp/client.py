@@ -6,21 +6,21 @@ runs; requests (permissions, files, client tools) each run in their own task.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from . import convention
 from .acp.wire import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
-from .paths import PathError, confine
+from .channels import CLIENT_TOOLS
+from .sessions.files import FileRefused
+from .sessions.gate import FS_READ, FS_WRITE, Action, Refused, call_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from .acp.connection import AgentConnection
     from .hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
-
-MAX_READ_BYTES = 8 * 1024 * 1024
 
 
 class ClientEndpoint:
@@ -42,6 +42,8 @@ class ClientEndpoint:
                 return  # session/load replays what the transcript already holds
             if session.turn is not None:
                 session.turn.touch()
+                if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+                    self.hub.gate.note_tool_call(session, update)
             self.hub.emit(session, "session_update", update=update)
             self._track_session_state(session, update)
             return
@@ -71,10 +73,10 @@ class ClientEndpoint:
                 raise RpcError(INVALID_PARAMS, "request_permission needs at least one option")
             outcome = await self.hub.ask_permission(session, tool_call, options)
             return {"outcome": outcome}
-        if method == "fs/read_text_file":
-            return self._read_text_file(params)
-        if method == "fs/write_text_file":
-            return self._write_text_file(params)
+        if method == FS_READ:
+            return await self._read_text_file(params)
+        if method == FS_WRITE:
+            return await self._write_text_file(params)
         if method == convention.TOOLS_LIST_METHOD:
             return await self._list_tools(params)
         tool = self.hub.tools.by_method(method)
@@ -89,47 +91,51 @@ class ClientEndpoint:
         return session
 
     # -- files -----------------------------------------------------------------------------------
-    def _confined(self, params: dict[str, Any]) -> str:
-        self._session(params.get("sessionId"))
-        try:
-            return confine(self.hub.serverapp.root_dir, params.get("path"))  # type: ignore[arg-type]
-        except PathError as exc:
-            raise RpcError(INVALID_PARAMS, str(exc)) from None
+    def _refused(self, exc: Any) -> RpcError:
+        if getattr(exc, "missing", False):
+            return RpcError(RESOURCE_NOT_FOUND, str(exc))
+        return RpcError(INVALID_PARAMS, str(exc), {"rule": getattr(exc, "rule", "")})
 
-    def _read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
-        path = self._confined(params)
-        if not os.path.isfile(path):
-            raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {params.get('path')}")
-        if os.path.getsize(path) > MAX_READ_BYTES:
-            raise RpcError(INVALID_PARAMS, f"{params.get('path')} is larger than {MAX_READ_BYTES} bytes")
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-        line, limit = params.get("line"), params.get("limit")
-        if isinstance(line, int) or isinstance(limit, int):
-            lines = text.splitlines(keepends=True)
-            start = max((line or 1) - 1, 0)
-            end = start + limit if isinstance(limit, int) and limit >= 0 else None
-            text = "".join(lines[start:end])
+    async def _read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params.get("sessionId"))
+        rules = self.hub.file_rules()
+        path = params.get("path")
+        action = Action(FS_READ, FS_READ, {"path": path}, "acp")
+        try:
+            rules.resolve(path)  # refused paths never reach the user as a question
+            text = await self.hub.gate.perform(
+                session, action, lambda: asyncio.to_thread(rules.read, path, params.get("line"), params.get("limit")),
+                title=f"Read {path}", kind="read", destructive=False, preview=str(path),
+            )
+        except FileRefused as exc:
+            self.hub.gate.audit(session, action, "refused", exc.rule)
+            raise self._refused(exc) from None
+        except Refused as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
         return {"content": text}
 
-    def _write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
-        raw = params.get("path")
-        if isinstance(raw, str) and raw.lower().endswith(".ipynb"):
-            raise RpcError(
-                INVALID_PARAMS,
-                "writing .ipynb files directly is refused: it would fight the open notebook. "
-                "Use the notebook tools (client_insert_cell, client_edit_cell, client_delete_cells) instead.",
-            )
-        path = self._confined(params)
+    async def _write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._session(params.get("sessionId"))
+        rules = self.hub.file_rules()
+        path = params.get("path")
         content = params.get("content")
-        if not isinstance(content, str):
-            raise RpcError(INVALID_PARAMS, "content must be a string")
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, exist_ok=True)
-            confine(self.hub.serverapp.root_dir, parent)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(content)
+        action = Action(FS_WRITE, FS_WRITE, {"path": path, "content": content}, "acp")
+        try:
+            if not isinstance(content, str):
+                raise FileRefused("invalid_arguments", "content must be a string")
+            real = rules.prepare_write(path)
+            old = await asyncio.to_thread(rules.current_text, real)
+            diff = {"type": "diff", "path": str(path), "oldText": old, "newText": content}
+            await self.hub.gate.perform(
+                session, action, lambda: asyncio.to_thread(rules.write, path, real, content),
+                title=f"{'Overwrite' if old is not None else 'Create'} {path}", kind="edit", destructive=True,
+                content=[diff],
+            )
+        except FileRefused as exc:
+            self.hub.gate.audit(session, action, "refused", exc.rule)
+            raise self._refused(exc) from None
+        except Refused as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
         return {}
 
     # -- client tools ----------------------------------------------------------------------------
@@ -140,7 +146,9 @@ class ClientEndpoint:
             session = self.conn.setting_up
         if session is None:
             raise RpcError(INVALID_PARAMS, "tools/list names no session this agent is opening or owns")
-        ctx = self.hub.tool_context(session, "client-tools")
+        if session.channels and CLIENT_TOOLS not in session.channels:
+            return {"tools": []}  # this session's tools travel over MCP: one channel, no duplicates
+        ctx = self.hub.tool_context(session, CLIENT_TOOLS)
         return {"tools": [t.to_wire() for t in await self.hub.tools.list_tools(ctx)]}
 
     async def _call_tool(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -148,8 +156,7 @@ class ClientEndpoint:
         session = self.hub.session_for_acp(self.conn, acp_sid)
         if session is None:
             raise RpcError(INVALID_PARAMS, f"tool call names session {acp_sid!r}, which this agent does not own")
-        meta = (params.get("_meta") or {}).get(convention.NAMESPACE) or {}
-        ctx = self.hub.tool_context(session, "client-tools", meta.get("toolCallId"))
-        self.hub.count_tool_call(session)
-        with self.hub.serving(session):
-            return await self.hub.tools.call(ctx, name, convention.strip_meta(params))
+        ids = call_ids(params.get("_meta"), convention.NAMESPACE)
+        return await self.hub.gate.call_tool(
+            session, name, convention.strip_meta(params), channel=CLIENT_TOOLS, ids=ids
+        )

@@ -30,6 +30,11 @@ class AgentSpec(BaseModel):
     title: str = ""
     tool_channel: ToolChannel = "auto"
     client_tools_discovery: Discovery = "request"
+    preamble: bool = Field(
+        default=True,
+        description="Also tell an MCP-channel agent about the notebook in a block after its first prompt "
+        "(for agents that ignore the MCP server's instructions); never in front of the user's words.",
+    )
 
     @field_validator("command")
     @classmethod
@@ -72,7 +77,9 @@ def default_agents() -> dict[str, AgentSpec]:
 #: Well-known ACP agents: detected on PATH and offered as ready-made entries the user can enable.
 KNOWN_AGENTS: dict[str, dict[str, Any]] = {
     "codex": {"command": "codex-acp", "args": [], "title": "Codex (codex-acp)", "tool_channel": "mcp-http"},
-    "claude": {"command": "claude-agent-acp", "args": [], "title": "Claude (claude-agent-acp)", "tool_channel": "mcp-http"},
+    # Claude Code reads the MCP server's instructions: no preamble needed
+    "claude": {"command": "claude-agent-acp", "args": [], "title": "Claude (claude-agent-acp)", "tool_channel": "mcp-http",
+               "preamble": False},
     "gemini": {"command": "gemini", "args": ["--acp"], "title": "Gemini CLI", "tool_channel": "mcp-http"},
     "opencode": {"command": "opencode", "args": ["acp"], "title": "OpenCode", "tool_channel": "mcp-http"},
     "goose": {"command": "goose", "args": ["acp"], "title": "Goose", "tool_channel": "mcp-http"},

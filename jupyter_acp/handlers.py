@@ -223,6 +223,21 @@ class PermissionHandler(BaseHandler):
         self.send({"request_id": request_id, "option_id": body.option_id})
 
 
+class AlwaysAllowHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        """The tools the user chose "always allow" for in this notebook's session."""
+        self.send({"always_allowed": sorted(self.session(session_id).always_allowed)})
+
+    @web.authenticated
+    @authorized
+    async def delete(self, session_id: str) -> None:
+        """Revoke "always allow" for one tool (``?tool=NAME``), or for all of them."""
+        tool = self.get_query_argument("tool", None)
+        self.send({"always_allowed": self.hub.gate.revoke_always(self.session(session_id), tool)})
+
+
 class EventsHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -346,6 +361,7 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/sessions/{sid}/mode", ModeHandler),
         (rf"/jupyter-acp/sessions/{sid}/config", ConfigHandler),
         (rf"/jupyter-acp/sessions/{sid}/permissions/{REQUEST_ID}", PermissionHandler),
+        (rf"/jupyter-acp/sessions/{sid}/always-allow", AlwaysAllowHandler),
         (rf"/jupyter-acp/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),
     ]

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 from . import convention, jsonwire
 from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from .acp.wire import RpcError
-from .channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, stdio_shim_entry
+from .channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
 from .client import ClientEndpoint
 from .config import AgentSpec
 from .paths import PathError, notebook_api_path
 from .store import SessionRecord, StoreError, TranscriptStore
+from .sessions.files import FileRules
+from .sessions.gate import Gate
 from .tools import ToolContext, ToolSurface
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,6 +58,9 @@ class PendingPermission:
     options: list[dict[str, Any]]
     turn_id: str | None
     tool_call_id: str | None = None
+    #: the tool call as the user saw it on the card (matched against the agent's later call)
+    tool_call: dict[str, Any] = field(default_factory=dict)
+    source: str = "agent"
 
 
 @dataclass
@@ -65,8 +71,10 @@ class Turn:
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
     tool_calls_served: int = 0
-    #: tool calls the user allowed when the agent asked: the client's own gate does not ask twice
-    approved_tool_calls: set[str] = field(default_factory=set)
+    #: what the agent showed of its own tool calls, by id (see ``sessions.gate``)
+    seen_calls: dict[str, Any] = field(default_factory=dict)
+    #: agent permission requests the user allowed, each good for one matching call of ours
+    agent_approvals: list[Any] = field(default_factory=list)
     #: requests of the agent we are serving now (tool calls, files): the agent waits on us, not hangs
     serving: int = 0
 
@@ -141,6 +149,9 @@ class SessionHub:
         self._closing = False
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
         self._turn_slots: dict[str, asyncio.Semaphore] = {}
+        #: the one gate every agent action passes
+        self._file_rules: FileRules | None = None
+        self.gate = Gate(self, tools.services.config if tools.services is not None else None)
         #: the server root's real path: a session belongs to a notebook of this root, and only its
         #: sessions are loaded (two projects sharing the per-user store never see each other's)
         self.root = os.path.realpath(self.serverapp.root_dir)
@@ -206,6 +217,12 @@ class SessionHub:
 
     def _sessions_of(self, agent: str) -> list[NotebookSession]:
         return [s for s in self.sessions.values() if s.agent == agent]
+
+    def file_rules(self) -> FileRules:
+        """What ``fs/*`` may touch (computed once: Jupyter's and IPython's folders, allow_hidden)."""
+        if self._file_rules is None:
+            self._file_rules = FileRules.for_server(self.serverapp)
+        return self._file_rules
 
     def cwd_for(self, path: str) -> str:
         km = self.serverapp.kernel_manager
@@ -558,13 +575,10 @@ class SessionHub:
 
     async def _tool_host(self) -> Any:
         if self.mcp_host is None:
-            import importlib
+            from .channels.mcp_http import McpToolHost  # light: no MCP SDK types on the server's path
 
-            # mcp.types takes about a second to import: off the event loop, and only when needed
-            module = await asyncio.to_thread(importlib.import_module, "jupyter_acp.channels.mcp_http")
-            if self.mcp_host is None:
-                self.mcp_host = module.McpToolHost(self)
-                self.mcp_host.start()
+            self.mcp_host = McpToolHost(self)
+            self.mcp_host.start()
         return self.mcp_host
 
     async def _mcp_servers(self, session: NotebookSession, conn: AgentConnection) -> list[dict[str, Any]]:
@@ -636,9 +650,12 @@ class SessionHub:
             if session.reseed:
                 blocks = self._seeded(session, blocks, turn.id)
                 session.reseed = False
-            if not session.primed and session.channels & {MCP_HTTP, MCP_STDIO}:
-                blocks = [{"type": "text", "text": notebook_preamble(session.notebook, session.cwd)}, *blocks]
-            session.primed = True
+            if not session.primed and session.channels & {MCP_HTTP, MCP_STDIO} and self.specs()[session.agent].preamble:
+                if not starts_with_command(blocks):  # a slash command keeps the prompt to itself
+                    blocks = [*blocks, {"type": "text", "text": notebook_preamble(session.notebook, session.cwd)}]
+                    session.primed = True
+            else:
+                session.primed = True
             turn.touch()
             request = asyncio.ensure_future(
                 conn.request("session/prompt", {"sessionId": session.acp_session_id, "prompt": blocks})
@@ -824,11 +841,13 @@ class SessionHub:
         self, session: NotebookSession, tool_call: dict[str, Any], options: list[dict[str, Any]], *, source: str = "agent"
     ) -> dict[str, Any]:
         """Hold a permission request for the user; answered by option id, or cancelled."""
-        request_id = uuid.uuid4().hex[:12]
+        request_id = secrets.token_hex(16)  # unguessable: only who was shown the card can answer it
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         turn_id = session.turn.id if session.turn else None
         call_id = tool_call.get("toolCallId") if isinstance(tool_call.get("toolCallId"), str) else None
-        session.pending_permissions[request_id] = PendingPermission(request_id, fut, options, turn_id, call_id)
+        session.pending_permissions[request_id] = PendingPermission(
+            request_id, fut, options, turn_id, call_id, tool_call=tool_call, source=source
+        )
         self.emit(
             session,
             "permission_request",
@@ -856,8 +875,8 @@ class SessionHub:
         kinds = {o.get("optionId"): o.get("kind", "") for o in pending.options}
         if option_id not in kinds:
             raise HubError(f"{option_id!r} is not one of the offered options", 400)
-        if str(kinds[option_id]).startswith("allow") and pending.tool_call_id and session.turn is not None:
-            session.turn.approved_tool_calls.add(pending.tool_call_id)
+        if str(kinds[option_id]).startswith("allow") and pending.source == "agent":
+            self.gate.agent_request_allowed(session, request_id, pending.tool_call)
         if not pending.future.done():
             pending.future.set_result({"outcome": "selected", "optionId": option_id})
         session.pending_permissions.pop(request_id, None)
@@ -871,18 +890,19 @@ class SessionHub:
         session.pending_permissions.clear()
 
     # -- tool calls ------------------------------------------------------------------------------
-    def tool_context(self, session: NotebookSession, channel: str, tool_call_id: str | None = None) -> ToolContext:
+    def tool_context(
+        self, session: NotebookSession, channel: str, tool_call_id: str | None = None, *, action: Any = None
+    ) -> ToolContext:
+        if tool_call_id is None and action is not None and action.ids:
+            tool_call_id = action.ids[0]
         return ToolContext(
             hub=self,
             session=session,
             turn_id=session.turn.id if session.turn else None,
             tool_call_id=tool_call_id,
             channel=channel,
+            action=action,
         )
-
-    def user_approved(self, session: NotebookSession, tool_call_id: str | None) -> bool:
-        """True when the user already allowed this very tool call, asked by the agent, in this turn."""
-        return bool(tool_call_id and session.turn is not None and tool_call_id in session.turn.approved_tool_calls)
 
     @contextlib.contextmanager
     def serving(self, session: NotebookSession) -> Iterator[None]:
@@ -939,6 +959,7 @@ class SessionHub:
             "modes": session.modes,
             "config_options": session.config_options,
             "pending_permissions": list(session.pending_permissions),
+            "always_allowed": sorted(session.always_allowed),
             "tool_channels": sorted(session.channels),
         }
 

@@ -77,8 +77,12 @@ async def test_agent_lists_and_calls_tools_over_each_mcp_channel(api, hub, make_
 
 async def test_first_prompt_tells_the_agent_about_the_notebook(api, hub, make_notebook):
     s = await api.open(make_notebook("sub/pre.ipynb"), "via_http")
+    # a slash command keeps the prompt to itself: no preamble in front of it, nor after it
+    command, _ = await turn_text(api, s["id"], "/compact")
+    assert json.loads(command) == ["/compact"]
     first, _ = await turn_text(api, s["id"], "preamble?")
-    assert "sub/pre.ipynb" in first and "never edit .ipynb" in first
+    # after the user's words, never before them
+    assert first.startswith("after: ") and "sub/pre.ipynb" in first and "never edit .ipynb" in first
     second, _ = await turn_text(api, s["id"], "preamble?")
     assert second == "no preamble"
     s2 = await api.open(make_notebook("plain.ipynb"), "no_tools")
@@ -164,3 +168,25 @@ async def test_server_stop_closes_the_host(api, hub, make_notebook):
     with pytest.raises(httpx.ConnectError):
         await post(host, bearer)
     host.stop()  # idempotent
+
+
+async def test_answers_fit_the_mcp_sdk_types(api, hub, make_notebook):
+    """The host writes MCP's wire shapes by hand (no SDK import on the server): pin them to the SDK's types."""
+    import mcp.types as mt
+
+    s, turn, session, bearer = await _held_session(api, hub, make_notebook)
+    host = hub.mcp_host
+    init = (await post(host, bearer, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}}})).json()
+    parsed = mt.InitializeResult.model_validate(init["result"])
+    assert "held.ipynb" in (parsed.instructions or "")  # the notebook context, without touching the prompt
+    listed = (await post(host, bearer, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).json()
+    tools = mt.ListToolsResult.model_validate(listed["result"]).tools
+    assert {"client_read_cells", "client_test_echo"} <= {t.name for t in tools}
+    assert all(t.annotations is not None and t.annotations.read_only_hint is not None for t in tools)
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "client_test_echo", "arguments": {"x": 1}}}
+    mt.CallToolResult.model_validate((await post(host, bearer, call)).json()["result"])
+    error = (await post(host, bearer, {"jsonrpc": "2.0", "id": 4, "method": "nope"})).json()
+    mt.JSONRPCError.model_validate(error)
+    await api.call("POST", "sessions", s["id"], "cancel")
+    await api.wait_turn_end(s["id"], turn)

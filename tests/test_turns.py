@@ -202,7 +202,13 @@ async def test_fs_confined_to_root(api, make_notebook, jp_root_dir, tmp_path_fac
     assert (await run(f"write {outside} pwned")).startswith("error -32602")
     assert outside.read_text() == "top secret"
     assert "notebook tools" in await run(f"write {jp_root_dir / 'nb.ipynb'} {{}}")
-    assert await run(f"write {jp_root_dir / 'new' / 'file.txt'} written") == "ok"
+    # a write inside the root asks the user first (the one gate: kind edit, with the file's diff)
+    turn = await api.prompt(s["id"], f"write {jp_root_dir / 'new' / 'file.txt'} written")
+    events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" for e in evs))
+    card = [e for e in events if e["type"] == "permission_request"][-1]
+    assert card["tool_call"]["kind"] == "edit" and card["tool_call"]["content"][0]["newText"] == "written"
+    await api.call("POST", "sessions", s["id"], "permissions", card["request_id"], body={"option_id": "allow_once"})
+    assert message_text(await api.wait_turn_end(s["id"], turn), turn) == "ok"
     assert (jp_root_dir / "new" / "file.txt").read_text() == "written"
     assert (await run(f"read {jp_root_dir / 'missing.txt'}")).startswith("error -32002")
 

@@ -52,11 +52,25 @@ def stdio_shim_entry(url: str, bearer: str) -> dict[str, Any]:
     }
 
 
+#: how the notebook preamble starts (agents and tests can tell it from the user's words)
+PREAMBLE_MARK = "[Jupyter notebook context]"
+
+
 def notebook_preamble(notebook: str, cwd: str) -> str:
-    """Told to an MCP-channel agent at the first prompt of each session."""
+    """Told to an MCP-channel agent once per session, in a block *after* the user's first prompt.
+
+    After, never before: a prompt that starts with a slash command or a directive must keep its start.
+    The same context is in the MCP server's ``instructions``; this block is for agents that ignore those.
+    """
     return (
-        f"You are working inside the Jupyter notebook `{notebook}` (its folder: {cwd}). "
+        f"{PREAMBLE_MARK} You are working inside the Jupyter notebook `{notebook}` (its folder: {cwd}). "
         "The `jupyter` MCP server's client_* tools read, edit and run its cells, inspect the live kernel's "
         "variables and show the user's selection: use them for anything in the notebook, and never edit "
-        ".ipynb files directly. The user's message follows."
+        ".ipynb files directly."
     )
+
+
+def starts_with_command(blocks: list[dict[str, Any]]) -> bool:
+    """True when the prompt is an agent's slash command (``/compact``, ``/init``, ...)."""
+    first = next((b for b in blocks if b.get("type") == "text"), None)
+    return bool(first and str(first.get("text", "")).lstrip().startswith("/"))

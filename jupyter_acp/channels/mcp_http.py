@@ -8,8 +8,10 @@ the agent dies or the server stops; unknown and revoked bearers fail alike (401 
 ``WWW-Authenticate: Bearer``); the tool list is asked per request and re-checked at call time; errors
 are answers (``isError``), never transport errors; requests carrying a browser ``Origin`` are refused.
 
-``mcp.types`` costs about a second to import, so this module is imported only when the first agent
-needs the host (in a worker thread), never at server start-up.
+The answers are plain dicts in MCP's wire shape: ``mcp.types`` (pydantic models) costs about 550 ms of
+CPU to import, which used to land on the event loop between ``initialize`` and ``session/new`` of the
+first MCP-channel session; the five shapes this host sends are pinned by tests that validate them
+against ``mcp.types`` (``tests/test_mcp_host.py``).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import mcp.types as mt
 from tornado import httpserver, netutil, web
 
 from .. import __version__
+from ..sessions.gate import call_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..hub import NotebookSession, SessionHub
@@ -41,6 +43,16 @@ INSTRUCTIONS = (
     "run them in the notebook's kernel, inspect the kernel's variables, see the user's selection. "
     "Use these tools for anything in the notebook; never edit .ipynb files directly."
 )
+
+
+def instructions_for(session: NotebookSession | None) -> str:
+    """The MCP server's ``instructions``: the notebook context, without touching the user's prompt."""
+    if session is None:
+        return INSTRUCTIONS
+    return (
+        f"You are working inside the Jupyter notebook `{session.notebook}` (its folder: {session.cwd}). "
+        + INSTRUCTIONS
+    )
 
 
 @dataclass
@@ -141,12 +153,12 @@ class McpToolHost:
         session = self.hub.sessions.get(grant.session_id)
         if method == "initialize":
             asked = params.get("protocolVersion")
-            result: Any = mt.InitializeResult(
-                protocol_version=asked if asked in SUPPORTED_VERSIONS else PREFERRED_VERSION,
-                capabilities=mt.ServerCapabilities(tools=mt.ToolsCapability(list_changed=False)),
-                server_info=mt.Implementation(name="jupyter-acp", version=__version__),
-                instructions=INSTRUCTIONS,
-            )
+            result: dict[str, Any] = {
+                "protocolVersion": asked if asked in SUPPORTED_VERSIONS else PREFERRED_VERSION,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "jupyter-acp", "version": __version__},
+                "instructions": instructions_for(session),
+            }
         elif method == "ping":
             return {"jsonrpc": "2.0", "id": req_id, "result": {}}
         elif method == "tools/list":
@@ -154,17 +166,10 @@ class McpToolHost:
             if session is not None:
                 ctx = self.hub.tool_context(session, "mcp-http")
                 for tool in await self.hub.tools.list_tools(ctx):
-                    tools.append(
-                        mt.Tool(
-                            name=tool.name,
-                            description=tool.description,
-                            input_schema=tool.input_schema,
-                            annotations=mt.ToolAnnotations(
-                                read_only_hint=tool.read_only, destructive_hint=tool.destructive
-                            ),
-                        )
-                    )
-            result = mt.ListToolsResult(tools=tools)
+                    wire = tool.to_wire()
+                    wire.pop("method", None)
+                    tools.append(wire)
+            result = {"tools": tools}
         elif method == "tools/call":
             name = params.get("name")
             arguments = params.get("arguments") or {}
@@ -173,31 +178,24 @@ class McpToolHost:
             result = await self._call(session, name, arguments, params)
         else:
             return _error(req_id, -32601, f"Method not found: {method}")
-        body = result if isinstance(result, dict) else result.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return {"jsonrpc": "2.0", "id": req_id, "result": body}
+        return {"jsonrpc": "2.0", "id": req_id, "result": result}
 
     async def _call(
         self, session: NotebookSession | None, name: str, arguments: dict[str, Any], params: dict[str, Any]
     ) -> dict[str, Any]:
-        from ..tools import error_result
-
+        """Translation only: the gate decides (session, turn, arguments, policy, approval, audit)."""
         if session is None:
+            from ..tools import error_result
+
             return error_result("this notebook session is no longer open", kind="session_closed")
-        if session.turn is None:
-            return error_result(
-                "no turn of this notebook session is running; tools act only during a turn", kind="outside_turn"
-            )
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        ctx = self.hub.tool_context(session, "mcp-http", (meta or {}).get("toolCallId"))
-        if self.hub.tools.by_name(name) is None or self.hub.tools.by_name(name) not in await self.hub.tools.list_tools(ctx):
-            return error_result(f"unknown tool: {name}", kind="unknown_tool")
-        self.hub.count_tool_call(session)
-        with self.hub.serving(session):
-            return await self.hub.tools.call(ctx, name, arguments)
+        ids = call_ids(params.get("_meta"))
+        return await self.hub.gate.call_tool(session, name, arguments, channel="mcp-http", ids=ids)
 
 
 def _error(req_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    err = mt.ErrorData(code=code, message=message, data=data).model_dump(exclude_none=True)
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
     return {"jsonrpc": "2.0", "id": req_id, "error": err}
 
 

@@ -37,6 +37,7 @@ import sys
 import uuid
 from typing import Any
 
+from ..channels import PREAMBLE_MARK
 from ..acp.wire import AUTH_REQUIRED, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
 
 
@@ -119,7 +120,9 @@ class ScriptedAgent:
             raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
         self.cancelled.discard(sid)
         texts = [b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"]
-        text = texts[-1] if texts else ""  # the user's words come last (a preamble may precede them)
+        # the user's words: the last text that is not the notebook preamble (a re-seed preface comes first)
+        user = [t for t in texts if not t.startswith(PREAMBLE_MARK)]
+        text = user[-1] if user else ""
         self.sessions[sid].append(text)
         b = self.b
         if b == "hang":
@@ -175,9 +178,14 @@ class ScriptedAgent:
             await self._chunk(sid, "done")
             return {"stopReason": "end_turn"}
         if b == "mcp_client":
+            if text.startswith("/"):  # a slash command: report every text block, in order
+                await self._chunk(sid, json.dumps([b.get("text", "") for b in params.get("prompt") or []]))
+                return {"stopReason": "end_turn"}
             if text == "preamble?":
                 blocks = [b for b in params.get("prompt") or [] if b.get("type") == "text"]
-                await self._chunk(sid, blocks[0]["text"] if len(blocks) > 1 else "no preamble")
+                found = [b["text"] for b in blocks if b.get("text", "").startswith(PREAMBLE_MARK)]
+                where = "after" if found and blocks[-1]["text"] == found[0] else "before"
+                await self._chunk(sid, f"{where}: {found[0]}" if found else "no preamble")
                 return {"stopReason": "end_turn"}
             verb, _, rest = text.partition(" ")
             name, _, args = rest.partition(" ")

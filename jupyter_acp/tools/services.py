@@ -4,7 +4,6 @@ per-session memory of what the agent last saw of each cell (for the stale-edit r
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from traitlets import Dict, Enum, Float, Integer
@@ -34,7 +33,9 @@ class JupyterACPTools(Configurable):
     tool_policies = Dict(
         default_value={},
         config=True,
-        help="Per-tool overrides of permission_policy, e.g. {'client_execute_code': 'deny'}.",
+        help="""Per-tool and per-power overrides of permission_policy, e.g. {'client_execute_code': 'deny'},
+        {'client_read_cells': 'ask'}, {'fs/write_text_file': 'auto'}, {'fs/read_text_file': 'deny'}.
+        Tools that change nothing and fs/read_text_file default to 'auto'.""",
     )
     execute_timeout = Float(60.0, config=True, help="Default seconds a cell or code run may take before the kernel is interrupted.")
     max_execute_timeout = Float(600.0, config=True, help="Largest timeout an agent may ask for.")
@@ -62,54 +63,20 @@ class ToolServices:
     async def close(self) -> None:
         await self.kernels.close()
 
-    def policy_for(self, tool_name: str) -> str:
-        policy = self.config.tool_policies.get(tool_name, self.config.permission_policy)
-        return policy if policy in POLICIES else "ask"
-
-
-PERMISSION_OPTIONS = [
-    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
-    {"optionId": "allow_always", "name": "Always allow in this notebook's session", "kind": "allow_always"},
-    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-]
-
-
 async def gate(
     ctx: ToolContext, tool_name: str, *, title: str, kind: str, arguments: dict[str, Any], preview: str = ""
 ) -> dict[str, Any] | None:
-    """Ask the user before a destructive tool runs; None when allowed, else the refusal to answer."""
-    services: ToolServices = ctx.services
-    policy = services.policy_for(tool_name)
-    if policy == "deny":
-        return error_result(
-            f"{tool_name} is disabled by the user's settings (JupyterACPTools.permission_policy); "
-            "do not retry it, tell the user what you wanted to do instead.",
-            kind="denied",
-        )
-    if policy == "auto" or tool_name in ctx.session.always_allowed:
-        return None
-    if ctx.hub.user_approved(ctx.session, ctx.tool_call_id):
-        return None  # the agent asked the user about this very call a moment ago
-    tool_call: dict[str, Any] = {
-        "toolCallId": ctx.tool_call_id or f"client-{uuid.uuid4().hex[:8]}",
-        "title": title,
-        "kind": kind,
-        "status": "pending",
-        "rawInput": arguments,
-        "_meta": {"jupyter_acp": {"tool": tool_name, "notebook": ctx.notebook}},
-    }
-    if preview:
-        tool_call["content"] = [{"type": "content", "content": {"type": "text", "text": preview}}]
-    outcome = await ctx.hub.ask_permission(ctx.session, tool_call, PERMISSION_OPTIONS, source="client")
-    if outcome.get("outcome") == "selected":
-        option = outcome.get("optionId")
-        if option == "allow_always":
-            ctx.session.always_allowed.add(tool_name)
-            return None
-        if option == "allow_once":
-            return None
-        return error_result(
-            f"the user rejected {title!r}. Do not retry the same change; ask the user what they want instead.",
-            kind="rejected",
-        )
-    return error_result(f"the permission request for {title!r} was cancelled; nothing was changed.", kind="cancelled")
+    """A destructive tool asks the one gate (``sessions/gate.py``) with its own title and preview.
+
+    None when allowed, else the refusal to answer (it names the rule and how to change it).
+    """
+    from ..sessions.gate import Action, Refused
+
+    action = ctx.action if ctx.action is not None and ctx.action.name == tool_name else None
+    if action is None:
+        action = Action("tool", tool_name, arguments, ctx.channel, (ctx.tool_call_id,) if ctx.tool_call_id else ())
+    try:
+        ctx.approval = await ctx.hub.gate.approve(ctx.session, action, title=title, kind=kind, preview=preview)
+    except Refused as refusal:
+        return error_result(str(refusal), kind=refusal.kind, structured={"rule": refusal.rule})
+    return None

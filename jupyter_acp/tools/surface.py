@@ -48,6 +48,10 @@ class ToolContext:
     turn_id: str | None = None
     tool_call_id: str | None = None
     channel: str = "client-tools"
+    #: the action the gate is deciding (``sessions.gate.Action``), when the call came through a channel
+    action: Any = None
+    #: how the gate allowed the call (for the audit event)
+    approval: str | None = None
     #: per-call memo for availability checks (kernel id, language, writability asked once per call)
     cache: dict[str, Any] = field(default_factory=dict)
 
@@ -164,7 +168,7 @@ class ToolSurface:
                 log.exception("availability check of %s failed; tool withheld", tool.name)
         return out
 
-    async def _available(self, tool: ToolDef, ctx: ToolContext) -> bool:
+    async def available(self, tool: ToolDef, ctx: ToolContext) -> bool:
         """Only the called tool's availability is asked at call time (cheap, and never stale)."""
         if tool.available is None:
             return True
@@ -184,7 +188,7 @@ class ToolSurface:
         """Run a tool; every outcome, failures included, is a ``CallToolResult``."""
         ctx.cache.clear()
         tool = self._tools.get(name)
-        if tool is None or not await self._available(tool, ctx):
+        if tool is None or not await self.available(tool, ctx):
             return error_result(f"unknown tool: {name} is not available for this notebook", kind="unknown_tool")
         problem = tool.validate(arguments)
         if problem is not None:
@@ -196,5 +200,6 @@ class ToolSurface:
         except asyncio.TimeoutError:
             return error_result(f"{name} timed out after {self.call_timeout:g} s", kind="timeout")
         except Exception as exc:
-            log.exception("tool %s failed", name)
-            return error_result(f"{name} failed: {exc}", kind="failed")
+            log.exception("tool %s failed", name)  # the traceback goes to the server log, never to the agent
+            reason = str(exc).strip() or "no reason given"
+            return error_result(f"{name} failed: {type(exc).__name__}: {reason}", kind="failed")

@@ -1,0 +1,1 @@
+"""Sessions: notebook sessions, their turns, permissions and the one gate every agent action passes."""

@@ -1,0 +1,399 @@
+"""The one gate: every action an agent asks of the client passes here, whatever carried it.
+
+Channels (the ``org.mini-me`` client-tools convention, loopback MCP, the stdio shim) and the ``fs/*``
+methods only translate their wire into an :class:`Action` and hand it to :class:`Gate`, which decides in
+one order, for every power alike:
+
+1. the session: the channel found it from the agent's own session id or bearer;
+2. the turn: an agent acts only while a turn of *that* session runs (a prompt the user sent);
+3. the arguments: validated against the tool's schema (or the power's own rules, for files);
+4. the policy: ``auto`` / ``ask`` / ``deny`` per tool and per power (``JupyterACPTools``);
+5. the approval: an earlier "allow" that matches *this* action, or the user asked now;
+6. the run, and an ``audit`` event in the transcript saying what was decided and by which rule.
+
+Approvals are bound to one action: the tool and a canonical digest of its arguments. An agent's own
+``session/request_permission`` that the user allowed pre-approves our gate only for the call whose tool
+and arguments match what the user saw, once; ids the agent attaches (``_meta.toolCallId``,
+``claudecode/toolUseId``) only help find what the user saw, they never approve by themselves. "Always
+allow" is per tool and per notebook session, listed by the session and revocable.
+
+Every refusal names its rule and how the owner can change it, so the agent can tell the user.
+The threat model is in ``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..hub import NotebookSession, SessionHub
+
+log = logging.getLogger(__name__)
+
+#: the powers an agent has besides the client tools (a tool's power is "tool")
+FS_READ = "fs/read_text_file"
+FS_WRITE = "fs/write_text_file"
+POLICIES = ("ask", "auto", "deny")
+
+#: the client's own permission options; the sidebar labels buttons by ``kind``
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow in this notebook's session", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+]
+
+#: most agent tool calls remembered per turn (to match a permission with what the user saw)
+MAX_REMEMBERED_CALLS = 256
+#: largest arguments remembered for matching (larger ones are asked again)
+MAX_REMEMBERED_ARGS = 256 * 1024
+_TOOL_NAME = re.compile(r"client_[a-z][a-z0-9_]*")
+#: ``_meta`` keys agents use for the id of the tool call a request belongs to
+CALL_ID_KEYS = ("toolCallId", "claudecode/toolUseId", "progressToken")
+
+
+def digest(arguments: Any) -> str:
+    """A canonical digest of a call's arguments: key order and spacing do not matter."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def call_ids(meta: Any, namespace: str | None = None) -> tuple[str, ...]:
+    """The ids an agent attached to a request's ``_meta`` (flat, or under the convention's namespace)."""
+    if not isinstance(meta, dict):
+        return ()
+    found: list[str] = []
+    for scope in (meta, meta.get(namespace) if namespace else None):
+        if isinstance(scope, dict):
+            for key in CALL_ID_KEYS:
+                value = scope.get(key)
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    found.append(str(value))
+    return tuple(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing an agent asked the client to do."""
+
+    power: str  # "tool", FS_READ, FS_WRITE
+    name: str  # the tool's name, or the power
+    arguments: dict[str, Any]
+    channel: str
+    ids: tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        return digest(self.arguments)
+
+
+class Refused(Exception):
+    """An action the gate refused; ``rule`` names the rule, the message says how to change it."""
+
+    def __init__(self, rule: str, message: str, kind: str = "denied") -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.kind = kind
+
+
+@dataclass
+class SeenCall:
+    """What the agent showed the user of one of its tool calls (from its updates and its request)."""
+
+    names: set[str] = field(default_factory=set)
+    digests: set[str] = field(default_factory=set)
+
+    def add(self, tool_call: dict[str, Any]) -> None:
+        for text in _name_sources(tool_call):
+            self.names.update(_TOOL_NAME.findall(text))
+        raw = tool_call.get("rawInput")
+        for args in _argument_candidates(raw):
+            try:
+                if len(json.dumps(args, default=str)) <= MAX_REMEMBERED_ARGS:
+                    self.digests.add(digest(args))
+            except (TypeError, ValueError):
+                continue
+
+
+@dataclass
+class AgentApproval:
+    """The user allowed an agent's permission request: good for one matching call, in this turn."""
+
+    request_id: str
+    seen: SeenCall
+
+
+def _name_sources(tool_call: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key in ("title", "kind"):
+        if isinstance(tool_call.get(key), str):
+            out.append(tool_call[key])
+    meta = tool_call.get("_meta")
+    if isinstance(meta, dict):
+        for value in meta.values():
+            if isinstance(value, dict):
+                out.extend(v for v in value.values() if isinstance(v, str))
+            elif isinstance(value, str):
+                out.append(value)
+    raw = tool_call.get("rawInput")
+    if isinstance(raw, dict):
+        for key in ("tool", "name", "tool_name", "toolName", "invocation"):
+            value = raw.get(key)
+            if isinstance(value, str):
+                out.append(value)
+            elif isinstance(value, dict):
+                out.extend(v for v in value.values() if isinstance(v, str))
+    return out
+
+
+def _argument_candidates(raw: Any) -> list[dict[str, Any]]:
+    """The arguments a ``rawInput`` may hold: itself, or nested the ways agents nest them."""
+    if not isinstance(raw, dict):
+        return []
+    out = [raw]
+    for key in ("arguments", "input", "params", "args"):
+        if isinstance(raw.get(key), dict):
+            out.append(raw[key])
+    invocation = raw.get("invocation")
+    if isinstance(invocation, dict) and isinstance(invocation.get("arguments"), dict):
+        out.append(invocation["arguments"])
+    return out
+
+
+class Gate:
+    """Decides, for every session, what its agent may do; the only place that does."""
+
+    def __init__(self, hub: SessionHub, settings: Any) -> None:
+        self.hub = hub
+        #: ``JupyterACPTools``: permission_policy, tool_policies
+        self.settings = settings
+
+    # -- policy ----------------------------------------------------------------------------------
+    def policy(self, name: str, *, destructive: bool) -> tuple[str, str]:
+        """(policy, the setting that decided it) for a tool or a power."""
+        per_tool = self.settings.tool_policies.get(name)
+        if per_tool in POLICIES:
+            return per_tool, f"JupyterACPTools.tool_policies[{name!r}] = {per_tool!r}"
+        if name == FS_READ:
+            return "auto", f"agents read files under the server root unless JupyterACPTools.tool_policies[{FS_READ!r}] says otherwise"
+        if destructive or name == FS_WRITE:
+            policy = self.settings.permission_policy
+            return policy, f"JupyterACPTools.permission_policy = {policy!r}"
+        return "auto", f"{name} reads only; JupyterACPTools.tool_policies[{name!r}] can set 'ask' or 'deny'"
+
+    # -- the steps every action takes ------------------------------------------------------------
+    def require_turn(self, session: NotebookSession, action: Action) -> None:
+        if session.turn is None:
+            raise Refused(
+                "outside_turn",
+                f"{action.name} refused (rule: outside_turn): no turn of this notebook session is running, and "
+                "agents act only while a prompt of the user runs. Nothing was done; it works during the next prompt.",
+                kind="outside_turn",
+            )
+
+    def refuse_by_policy(self, action: Action, *, destructive: bool) -> None:
+        policy, rule = self.policy(action.name, destructive=destructive)
+        if policy == "deny":
+            raise Refused(
+                "policy",
+                f"{action.name} refused (rule: {rule}): the owner of this Jupyter server disabled it. Do not retry; "
+                "tell the user what you wanted to do. The owner can change it in jupyter_server_config.py.",
+                kind="denied",
+            )
+
+    async def approve(
+        self,
+        session: NotebookSession,
+        action: Action,
+        *,
+        title: str,
+        kind: str,
+        preview: str = "",
+        destructive: bool = True,
+        content: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """Allow the action or raise :class:`Refused`; returns how it was allowed (for the audit)."""
+        self.refuse_by_policy(action, destructive=destructive)
+        policy, rule = self.policy(action.name, destructive=destructive)
+        if policy == "auto":
+            return f"auto ({rule})"
+        if action.name in session.always_allowed:
+            return "always allowed in this notebook's session"
+        matched = self._take_agent_approval(session, action)
+        if matched is not None:
+            return f"the user allowed the agent's request {matched}"
+        tool_call: dict[str, Any] = {
+            "toolCallId": f"client-{secrets.token_hex(8)}",
+            "title": title,
+            "kind": kind,
+            "status": "pending",
+            "rawInput": action.arguments,
+            "_meta": {"jupyter_acp": {"tool": action.name, "notebook": session.notebook, "power": action.power}},
+        }
+        if content:
+            tool_call["content"] = content
+        elif preview:
+            tool_call["content"] = [{"type": "content", "content": {"type": "text", "text": preview}}]
+        outcome = await self.hub.ask_permission(session, tool_call, PERMISSION_OPTIONS, source="client")
+        if outcome.get("outcome") == "selected":
+            option = outcome.get("optionId")
+            if option == "allow_always":
+                self.allow_always(session, action.name)
+                return "the user chose always allow"
+            if option == "allow_once":
+                return "the user allowed it"
+            raise Refused(
+                "user_rejected",
+                f"the user rejected {title!r}. Do not retry the same change; ask the user what they want instead.",
+                kind="rejected",
+            )
+        raise Refused(
+            "cancelled",
+            f"the permission request for {title!r} was cancelled (the turn ended, or nobody answered within "
+            "JupyterACP.permission_timeout); nothing was changed.",
+            kind="cancelled",
+        )
+
+    # -- approvals -------------------------------------------------------------------------------
+    def note_tool_call(self, session: NotebookSession, update: dict[str, Any]) -> None:
+        """Remember what the agent shows of its own tool calls (``tool_call`` / ``tool_call_update``)."""
+        turn = session.turn
+        call_id = update.get("toolCallId")
+        if turn is None or not isinstance(call_id, str):
+            return
+        seen = turn.seen_calls.get(call_id)
+        if seen is None:
+            if len(turn.seen_calls) >= MAX_REMEMBERED_CALLS:
+                return
+            seen = turn.seen_calls[call_id] = SeenCall()
+        seen.add(update)
+
+    def agent_request_allowed(self, session: NotebookSession, request_id: str, tool_call: dict[str, Any]) -> None:
+        """The user allowed an agent's permission request: one matching call of ours needs no second ask."""
+        turn = session.turn
+        if turn is None:
+            return
+        seen = SeenCall()
+        call_id = tool_call.get("toolCallId")
+        if isinstance(call_id, str) and call_id in turn.seen_calls:
+            known = turn.seen_calls[call_id]
+            seen.names |= known.names
+            seen.digests |= known.digests
+        seen.add(tool_call)
+        if seen.names and seen.digests:
+            turn.agent_approvals.append(AgentApproval(request_id, seen))
+
+    def _take_agent_approval(self, session: NotebookSession, action: Action) -> str | None:
+        turn = session.turn
+        if turn is None:
+            return None
+        # the ids an agent attaches let later updates of that call count (their rawInput is often filled late)
+        for call_id in action.ids:
+            known = turn.seen_calls.get(call_id)
+            if known is None:
+                continue
+            for approval in turn.agent_approvals:
+                if approval.seen.names & known.names and approval.seen.digests & known.digests:
+                    approval.seen.names |= known.names
+                    approval.seen.digests |= known.digests
+        wanted = action.digest
+        for approval in list(turn.agent_approvals):
+            if action.name in approval.seen.names and wanted in approval.seen.digests:
+                turn.agent_approvals.remove(approval)  # used up
+                return approval.request_id
+        return None
+
+    def allow_always(self, session: NotebookSession, name: str) -> None:
+        session.always_allowed.add(name)
+        self.hub.emit(session, "policy_changed", always_allowed=sorted(session.always_allowed))
+
+    def revoke_always(self, session: NotebookSession, name: str | None = None) -> list[str]:
+        if name is None:
+            session.always_allowed.clear()
+        else:
+            session.always_allowed.discard(name)
+        self.hub.emit(session, "policy_changed", always_allowed=sorted(session.always_allowed))
+        return sorted(session.always_allowed)
+
+    # -- audit -----------------------------------------------------------------------------------
+    def audit(self, session: NotebookSession, action: Action, decision: str, rule: str) -> None:
+        self.hub.emit(
+            session,
+            "audit",
+            power=action.power,
+            action=action.name,
+            channel=action.channel,
+            decision=decision,
+            rule=rule,
+            turn_id=session.turn.id if session.turn else None,
+            call_ids=list(action.ids),
+        )
+
+    # -- the entry points channels call ----------------------------------------------------------
+    async def call_tool(
+        self, session: NotebookSession, name: str, arguments: dict[str, Any], *, channel: str, ids: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """A client tool call from any channel; always a ``CallToolResult``."""
+        from ..tools import error_result
+
+        action = Action("tool", name, arguments, channel, ids)
+        tools = self.hub.tools
+        tool = tools.by_name(name)
+        try:
+            self.require_turn(session, action)
+            ctx = self.hub.tool_context(session, channel, action=action)
+            if tool is None or not await tools.available(tool, ctx):
+                raise Refused("unknown_tool", f"unknown tool: {name} is not available for this notebook", "unknown_tool")
+            problem = tool.validate(arguments)
+            if problem is not None:
+                raise Refused("invalid_arguments", f"invalid arguments for {name}: {problem}", "invalid_arguments")
+            if not tool.destructive:
+                # tools that change nothing are not gated by their executor: ask here when policy says so
+                how = await self.approve(
+                    session, action, title=tool.title or name, kind="read", destructive=False,
+                    preview=json.dumps(arguments, ensure_ascii=False, indent=1)[:2000],
+                )
+            else:
+                self.refuse_by_policy(action, destructive=True)
+                how = "checked by the tool with its preview"
+        except Refused as refusal:
+            self.audit(session, action, "refused", refusal.rule)
+            return error_result(str(refusal), kind=refusal.kind, structured={"rule": refusal.rule})
+        self.hub.count_tool_call(session)
+        with self.hub.serving(session):
+            result = await tools.call(ctx, name, arguments)
+        refused = result.get("isError") and (result.get("structuredContent") or {}).get("rule")
+        self.audit(session, action, "refused" if refused else "allowed", str(refused or ctx.approval or how))
+        return result
+
+    async def perform(
+        self,
+        session: NotebookSession,
+        action: Action,
+        run: Callable[[], Awaitable[Any]],
+        *,
+        title: str,
+        kind: str,
+        destructive: bool,
+        preview: str = "",
+        content: list[dict[str, Any]] | None = None,
+    ) -> Any:
+        """A power other than a tool (``fs/*``): turn, policy, approval, run, audit. Raises Refused."""
+        try:
+            self.require_turn(session, action)
+            how = await self.approve(
+                session, action, title=title, kind=kind, destructive=destructive, preview=preview, content=content
+            )
+        except Refused as refusal:
+            self.audit(session, action, "refused", refusal.rule)
+            raise
+        with self.hub.serving(session):
+            result = await run()
+        self.audit(session, action, "allowed", how)
+        return result

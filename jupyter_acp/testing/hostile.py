@@ -1,0 +1,178 @@
+"""A scriptable hostile ACP agent: each prompt is a list of actions, carried out as a prompt-injected agent would.
+
+``python -m jupyter_acp.testing.hostile [--report FILE]``
+
+The prompt's text is a JSON list of actions; each gets a result ``{"do": ..., "ok": ...}`` or
+``{"do": ..., "error": {"code", "message", "data"}}``, sent back as one ``agent_message_chunk`` holding
+the JSON list of results and appended to ``--report`` (one JSON line per action; actions done outside a
+turn are only in the report). Actions:
+
+  {"do": "fs_read", "path": P, "line"?: N, "limit"?: N}     fs/read_text_file
+  {"do": "fs_write", "path": P, "content": C}               fs/write_text_file
+  {"do": "tool", "name": N, "args": {...}, "meta": {...}}   a client tool over the client-tools convention
+                                                            (``meta`` merged into the call's ``_meta``)
+  {"do": "mcp", "name": N, "args": {...}, "meta": {...}}    a client tool over the session's HTTP MCP server
+  {"do": "mcp_list"} / {"do": "tools_list"}                 the tool list over MCP / over the convention
+  {"do": "update", "update": {...}}                         a raw session/update (tool_call, plan, ...)
+  {"do": "permission", "toolCall": {...}, "options": [...]} session/request_permission; the outcome
+  {"do": "flood", "n": N, "size": S}                        N message chunks of S bytes
+  {"do": "later", "delay": S, "actions": [...]}             the actions again, S seconds after this turn ended
+  {"do": "say", "text": T}                                  one message chunk
+
+It acknowledges both client-tools discovery modes and HTTP MCP, so every channel can be tried.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from .. import convention
+from ..acp.wire import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
+from .agents import mcp_roundtrip
+
+
+class HostileAgent:
+    def __init__(self, conn: JsonRpcConnection, report: str | None) -> None:
+        self.conn = conn
+        self.report = report
+        self.mcp: dict[str, list[Any]] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
+
+    def handle_notification(self, method: str, params: Any) -> None:
+        return None
+
+    async def handle_request(self, method: str, params: Any) -> Any:
+        params = params if isinstance(params, dict) else {}
+        if method == "initialize":
+            return {
+                "protocolVersion": 1,
+                "agentCapabilities": {
+                    "loadSession": False,
+                    "mcpCapabilities": {"http": True, "sse": False},
+                    "_meta": convention.agent_capability_meta(),
+                },
+                "agentInfo": {"name": "hostile", "version": "0"},
+            }
+        if method == "session/new":
+            sid = "h_" + uuid.uuid4().hex[:12]
+            self.mcp[sid] = params.get("mcpServers") or []
+            return {"sessionId": sid}
+        if method == "session/prompt":
+            sid = params.get("sessionId")
+            if sid not in self.mcp:
+                raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
+            text = "".join(b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"
+                           and not b.get("text", "").startswith("[Jupyter notebook context]"))
+            try:
+                actions = json.loads(text)
+            except ValueError:
+                actions = [{"do": "say", "text": text}]
+            results = await self.run(sid, actions if isinstance(actions, list) else [actions])
+            await self._say(sid, json.dumps(results))
+            return {"stopReason": "end_turn"}
+        raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+
+    async def _say(self, sid: str, text: str) -> None:
+        await self.conn.notify(
+            "session/update",
+            {"sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
+        )
+
+    def _write_report(self, result: dict[str, Any]) -> None:
+        if self.report:
+            with open(self.report, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(result) + "\n")
+
+    async def run(self, sid: str, actions: list[Any]) -> list[dict[str, Any]]:
+        results = []
+        for action in actions:
+            if not isinstance(action, dict):
+                continue
+            result: dict[str, Any] = {"do": action.get("do")}
+            try:
+                result["ok"] = await self.one(sid, action)
+            except RpcError as exc:
+                result["error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+            except Exception as exc:  # report, never die: the test reads what happened
+                result["error"] = {"code": None, "message": f"{type(exc).__name__}: {exc}"}
+            self._write_report(result)
+            results.append(result)
+        return results
+
+    async def one(self, sid: str, a: dict[str, Any]) -> Any:
+        do = a.get("do")
+        if do == "fs_read":
+            params = {"sessionId": sid, "path": a.get("path")}
+            for key in ("line", "limit"):
+                if key in a:
+                    params[key] = a[key]
+            return await self.conn.request("fs/read_text_file", params)
+        if do == "fs_write":
+            return await self.conn.request(
+                "fs/write_text_file", {"sessionId": sid, "path": a.get("path"), "content": a.get("content", "")}
+            )
+        if do == "tools_list":
+            return await self.conn.request(
+                convention.TOOLS_LIST_METHOD, {"reason": "new", "_meta": convention.call_meta(sid)}
+            )
+        if do == "tool":
+            name = str(a.get("name"))
+            meta = convention.call_meta(sid)
+            meta.update(a.get("meta") or {})
+            params = {**(a.get("args") or {}), "_meta": meta}
+            method = convention.TOOL_METHOD_PREFIX + name[len(convention.TOOL_NAME_PREFIX):]
+            return await self.conn.request(method, params)
+        if do == "mcp":
+            params: dict[str, Any] = {"name": a.get("name"), "arguments": a.get("args") or {}}
+            if a.get("meta"):
+                params["_meta"] = a["meta"]
+            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            return await asyncio.to_thread(mcp_roundtrip, self.mcp.get(sid, []), message)
+        if do == "mcp_list":
+            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            return await asyncio.to_thread(mcp_roundtrip, self.mcp.get(sid, []), message)
+        if do == "update":
+            await self.conn.notify("session/update", {"sessionId": sid, "update": a.get("update") or {}})
+            return "sent"
+        if do == "permission":
+            return await self.conn.request(
+                "session/request_permission",
+                {"sessionId": sid, "toolCall": a.get("toolCall") or {}, "options": a.get("options") or []},
+            )
+        if do == "flood":
+            filler = "x" * int(a.get("size", 1024))
+            for _ in range(int(a.get("n", 1))):
+                await self._say(sid, filler)
+            return "flooded"
+        if do == "later":
+            asyncio.get_running_loop().create_task(self._later(sid, float(a.get("delay", 0.5)), a.get("actions") or []))
+            return "scheduled"
+        if do == "say":
+            await self._say(sid, str(a.get("text", "")))
+            return "said"
+        raise ValueError(f"unknown action {do!r}")
+
+    async def _later(self, sid: str, delay: float, actions: list[Any]) -> None:
+        await asyncio.sleep(delay)
+        await self.run(sid, actions)
+        self._write_report({"do": "later_done"})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.hostile")
+    parser.add_argument("--report", default=None)
+    args = parser.parse_args(argv)
+
+    async def run() -> None:
+        conn = await serve_stdio(lambda c: HostileAgent(c, args.report), max_frame_bytes=64 * 1024 * 1024)
+        await conn.wait_closed()
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
