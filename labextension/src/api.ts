@@ -32,6 +32,8 @@ export interface ISessionInfo {
   error: string | null;
   modes?: any;
   config_options?: any;
+  /** Tools of the client's gate that run without asking in this session ("always allow"). */
+  always_allowed?: string[];
 }
 
 export class ApiError extends Error {
@@ -125,8 +127,20 @@ export class AcpApi {
     return this.request(`sessions/${sessionId}/revert`, { method: 'POST', body: JSON.stringify({ turn_id: turnId }) });
   }
 
-  events(sessionId: string, after: number): Promise<IAcpEvent[]> {
-    return this.request(`sessions/${sessionId}/events?after=${after}`);
+  /** One page of events after `after`, oldest first. */
+  events(sessionId: string, after: number, limit?: number): Promise<IAcpEvent[]> {
+    return this.request(`sessions/${sessionId}/events` + URLExt.objectToQueryString(limit ? { after, limit } : { after }));
+  }
+
+  /** The newest `limit` events with seq < `before`, oldest first (a page of older history). */
+  eventsBefore(sessionId: string, before: number, limit: number): Promise<IAcpEvent[]> {
+    return this.request(`sessions/${sessionId}/events` + URLExt.objectToQueryString({ before, limit }));
+  }
+
+  /** Stop always allowing `tool` in this session (every tool when none is given). */
+  revokeAlwaysAllow(sessionId: string, tool?: string): Promise<{ always_allowed: string[] }> {
+    const query = tool ? URLExt.objectToQueryString({ tool }) : '';
+    return this.request(`sessions/${sessionId}/always-allow${query}`, { method: 'DELETE' });
   }
 
   streamUrl(sessionId: string, after: number): string {

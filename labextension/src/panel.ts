@@ -39,11 +39,13 @@ import {
   IUserItem,
   INoticeItem,
   ITextItem,
+  IAuditItem,
   Item,
   cssMayFetch,
   isRemoteUrl,
   lineDiff,
-  optionOrder
+  optionOrder,
+  toolLabel
 } from './model';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -282,11 +284,23 @@ interface IEntry {
 }
 
 /** One agent session: its model, its stream and its rendered log. */
+/** Events asked per page of older history. */
+const HISTORY_PAGE = 200;
+
 class SessionView {
   readonly model = new ChatModel();
   readonly log = el('div', 'jp-ACP-log');
   readonly hint = el('div', 'jp-ACP-hint');
-  readonly nodes = new Map<string, IEntry>();
+  /** "Earlier messages…" at the top of a long history: scrolling up (or a click) loads a page. */
+  readonly earlier = el('div', 'jp-ACP-earlier');
+  nodes = new Map<string, IEntry>();
+  /** The model's epoch the DOM follows; a new one (older events merged) re-syncs the log. */
+  epoch = 0;
+  loadingOlder = false;
+  olderError: string | null = null;
+  /** Keep this node where it was on screen while older history lands above it. */
+  anchor: { node: HTMLElement; top: number; until: number } | null = null;
+  private _filling = false;
   stream: EventStream | null = null;
   stick = true;
   startError: string | null = null;
@@ -309,14 +323,19 @@ class SessionView {
           'Select cells or text to include them, type @ to attach a variable, and review each edit before it happens.'
       )
     );
-    this.log.appendChild(this.hint);
+    this.earlier.hidden = true;
+    this.log.append(this.earlier, this.hint);
     this.log.setAttribute('role', 'log');
     this.log.setAttribute('aria-live', 'polite');
     this.log.setAttribute('aria-label', 'Conversation with the agent');
     this.log.addEventListener('scroll', () => {
       this.stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 48;
+      if (this.log.scrollTop < 80 && this.model.olderBefore !== null) {
+        void this.loadOlder(onChange);
+      }
     });
     this.model.onChange = onChange;
+    this.setAlwaysAllowed(info);
     // the pickers show at once; the replayed events then bring the same state, in order
     this.model.setConfig(info.modes ?? undefined, info.config_options ?? undefined);
     if (info.state === 'starting') {
@@ -329,6 +348,9 @@ class SessionView {
       () => this.model.lastSeq,
       events => {
         this.model.applyAll(events);
+        if (this.model.gap) {
+          void this.fillGap();
+        }
         if (events.some(e => e.type === 'turn_ended' || (e.type === 'notice' && /^reverted/.test(e.text ?? '')))) {
           void this.refreshRevertible(onChange);
         }
@@ -336,6 +358,87 @@ class SessionView {
     );
     this.stream.onState = () => onChange();
     this.watchStart(onChange);
+  }
+
+  /** The session description's always-allowed tools (the events then keep them current). */
+  setAlwaysAllowed(info: ISessionInfo): void {
+    if (Array.isArray(info.always_allowed)) {
+      this.model.alwaysAllowed = info.always_allowed.map(String);
+    }
+  }
+
+  /**
+   * Load the page of history before the oldest event shown, and keep what the user was reading where
+   * it was on screen (the page lands above it).
+   */
+  async loadOlder(onChange: () => void): Promise<void> {
+    const before = this.model.olderBefore;
+    if (before === null || this.loadingOlder) {
+      return;
+    }
+    this.loadingOlder = true;
+    this.olderError = null;
+    onChange();
+    try {
+      const page = await this._api.eventsBefore(this.info.id, before, HISTORY_PAGE);
+      this.keepAnchor();
+      this.model.addOlder(Array.isArray(page) ? page : [], before);
+    } catch (err) {
+      this.olderError = (err as Error).message;
+    } finally {
+      this.loadingOlder = false;
+      onChange();
+    }
+  }
+
+  /** Remember the first entry on screen and its offset, to put it back there after a re-render. */
+  keepAnchor(): void {
+    const top = this.log.scrollTop;
+    for (const entry of this.nodes.values()) {
+      const n = entry.node;
+      if (n.isConnected && !n.hidden && n.offsetTop + n.offsetHeight > top) {
+        this.anchor = { node: n, top: n.offsetTop - top, until: Date.now() + 2000 };
+        this.stick = false;
+        return;
+      }
+    }
+  }
+
+  /** Put the anchored entry back where it was (older content above it changed the heights). */
+  restoreAnchor(): void {
+    const a = this.anchor;
+    if (!a) {
+      return;
+    }
+    if (Date.now() > a.until || !a.node.isConnected) {
+      this.anchor = null;
+      return;
+    }
+    this.log.scrollTop = a.node.offsetTop - a.top;
+  }
+
+  /** A reconnect replayed only the latest page: fetch the events between, in pages. */
+  async fillGap(): Promise<void> {
+    if (this._filling) {
+      return;
+    }
+    this._filling = true;
+    try {
+      for (let round = 0; this.model.gap && round < 50; round++) {
+        const { after, before } = this.model.gap;
+        const page = await this._api.events(this.info.id, after, HISTORY_PAGE);
+        const inside = (Array.isArray(page) ? page : []).filter(e => e.seq > after && e.seq < before);
+        if (!inside.length) {
+          this.model.gap = null; // nothing stored there (or no longer): nothing to wait for
+          break;
+        }
+        this.model.merge(inside);
+      }
+    } catch {
+      // the stream's state says whether the server is there; the next reconnect tries again
+    } finally {
+      this._filling = false;
+    }
   }
 
   /** Turns whose agent edits can be reverted; their turn-end lines get a "Revert" button. */
@@ -372,6 +475,7 @@ class SessionView {
       try {
         const info = await this._api.request<ISessionInfo>(`sessions/${this.info.id}`);
         this.info = info;
+        this.setAlwaysAllowed(info);
         if (info.state === 'error' && info.error) {
           this.startError = info.error;
           onChange();
@@ -437,6 +541,9 @@ export class AgentPanel extends Widget {
   private _options = el('div', 'jp-ACP-options');
   private _optionsError = el('div', 'jp-ACP-optionsError');
   private _optionsSig = '';
+  /** "Always allowed: Edit cell ×, Run cells ×": the session's standing approvals, revocable. */
+  private _policy = el('div', 'jp-ACP-policy');
+  private _policySig = '';
   /** Switches waiting for the server, by `session:picker`. */
   private _pending = new Set<string>();
   /** The last refused switch, shown under the pickers until dismissed or a switch succeeds. */
@@ -475,7 +582,10 @@ export class AgentPanel extends Widget {
     this._options.hidden = true;
     this._optionsError.setAttribute('role', 'alert');
     this._optionsError.hidden = true;
-    this._header.append(titleRow, pickRow, this._options, this._optionsError);
+    this._policy.setAttribute('role', 'group');
+    this._policy.setAttribute('aria-label', 'Tools that run without asking in this notebook');
+    this._policy.hidden = true;
+    this._header.append(titleRow, pickRow, this._options, this._optionsError, this._policy);
 
     this._status.setAttribute('role', 'status');
     this._empty.append(
@@ -623,6 +733,7 @@ export class AgentPanel extends Widget {
         void view.refreshRevertible(() => this._scheduleRender(created));
       } else {
         view.info = info;
+        view.setAlwaysAllowed(info);
       }
       this._show(view);
     } catch (err) {
@@ -745,7 +856,12 @@ export class AgentPanel extends Widget {
   }
 
   private _render(view: SessionView): void {
-    const stick = view.stick;
+    const stick = view.stick && !view.anchor;
+    if (view.epoch !== view.model.epoch) {
+      this._resync(view);
+    }
+    // entries in the model's order, after the hint: live items append, older pages insert above
+    let prev: Node = view.hint;
     for (const item of view.model.items) {
       let entry = view.nodes.get(item.id);
       if (!entry) {
@@ -753,23 +869,85 @@ export class AgentPanel extends Widget {
         entry.node.dataset.kind = item.kind;
         entry.node.dataset.turn = item.turnId ?? '';
         view.nodes.set(item.id, entry);
-        view.log.appendChild(entry.node);
       }
+      if (prev.nextSibling !== entry.node) {
+        view.log.insertBefore(entry.node, prev.nextSibling);
+      }
+      prev = entry.node;
       if (entry.version !== item.version) {
         entry.version = item.version;
         this._renderItem(view, item, entry);
       }
     }
+    this._renderEarlier(view);
     view.hint.hidden = view.model.items.some(i => i.kind === 'user' || i.kind === 'message');
     // screen readers announce the answer once, when it is complete, not every streamed word
     view.log.setAttribute('aria-busy', String(!!view.model.runningTurn && !view.model.pendingPermissions().length));
     this._renderChrome();
     if (stick) {
       view.log.scrollTop = view.log.scrollHeight;
+    } else {
+      view.restoreAnchor();
+    }
+    // a short history page that does not fill the log cannot be scrolled: load the next one now
+    if (view.model.olderBefore !== null && !view.loadingOlder && !view.olderError && view.log.scrollHeight <= view.log.clientHeight + 80 && view.log.isConnected) {
+      void view.loadOlder(() => this._scheduleRender(view));
+    }
+  }
+
+  /** Older events were merged: items may have gone (rebuilt under other ids); drop their nodes. */
+  private _resync(view: SessionView): void {
+    view.epoch = view.model.epoch;
+    const live = new Set(view.model.items.map(i => i.id));
+    for (const [id, entry] of view.nodes) {
+      if (!live.has(id)) {
+        try {
+          entry.renderer?.dispose();
+        } catch {
+          // detached already
+        }
+        entry.node.remove();
+        view.nodes.delete(id);
+      }
+    }
+  }
+
+  /** The line at the top of a long history. */
+  private _renderEarlier(view: SessionView): void {
+    const box = view.earlier;
+    const more = view.model.olderBefore !== null;
+    box.hidden = !more && !view.olderError;
+    box.textContent = '';
+    if (box.hidden) {
+      return;
+    }
+    if (view.loadingOlder) {
+      box.append(el('span', 'jp-ACP-spinner'), el('span', 'jp-ACP-muted', 'Loading earlier messages…'));
+    } else if (view.olderError) {
+      box.append(
+        el('span', 'jp-ACP-muted', `Could not load earlier messages: ${view.olderError}`),
+        button('Retry', 'jp-ACP-linkButton', () => void view.loadOlder(() => this._scheduleRender(view)))
+      );
+    } else {
+      box.appendChild(
+        button('Earlier messages…', 'jp-ACP-linkButton jp-ACP-earlierButton', () => void view.loadOlder(() => this._scheduleRender(view)), undefined,
+          'Load earlier messages of this conversation (or scroll up)')
+      );
     }
   }
 
   private _renderItem(view: SessionView, item: Item, entry: IEntry): void {
+    try {
+      this._renderItemUnsafe(view, item, entry);
+    } catch (err) {
+      // one item the sidebar cannot show must not take the conversation with it
+      console.warn('jupyter-acp-host: could not render an item', item.kind, err);
+      entry.node.className = 'jp-ACP-item jp-ACP-notice jp-mod-warning';
+      entry.node.textContent = `(this ${item.kind} could not be shown: ${(err as Error).message})`;
+    }
+  }
+
+  private _renderItemUnsafe(view: SessionView, item: Item, entry: IEntry): void {
     switch (item.kind) {
       case 'user':
         return this._renderUser(item, entry);
@@ -785,6 +963,23 @@ export class AgentPanel extends Widget {
         return this._renderTurnEnd(view, item, entry);
       case 'notice':
         return this._renderNotice(item, entry);
+      case 'audit':
+        return this._renderAudit(item, entry);
+      default:
+        entry.node.hidden = true; // a kind this view does not know
+    }
+  }
+
+  /** A refused action: a small muted line with the rule that refused and how to change it. */
+  private _renderAudit(item: IAuditItem, entry: IEntry): void {
+    const n = entry.node;
+    n.className = 'jp-ACP-item jp-ACP-audit';
+    n.textContent = '';
+    n.setAttribute('role', 'note');
+    n.appendChild(el('span', 'jp-ACP-auditMark', '⊘'));
+    n.appendChild(el('span', 'jp-ACP-auditText', item.text));
+    if (item.tool) {
+      n.dataset.tool = item.tool;
     }
   }
 
@@ -828,6 +1023,8 @@ export class AgentPanel extends Widget {
         if (entry.dirty) {
           entry.dirty = false;
           this._renderMessage(view, view.model.get(item.id) as ITextItem, entry);
+        } else if (view.anchor && view === this._view) {
+          view.restoreAnchor();
         } else if (view.stick && view === this._view) {
           view.log.scrollTop = view.log.scrollHeight;
         }
@@ -1059,10 +1256,10 @@ export class AgentPanel extends Widget {
         const label = KIND_LABEL[kind];
         text = label
           ? `${kind.startsWith('reject') ? 'Rejected' : 'Allowed'}: ${label}` +
-            (saysMore(name, label) ? ` (the agent's option “${name}”)` : '')
+            (saysMore(name, label) && perm.source !== 'client' ? ` (the agent's option “${name}”)` : '')
           : `Answered “${name}” (an option of unknown kind ${kind || 'none'})`;
         if (kind === 'allow_always' && perm.source === 'client') {
-          text += ": this tool runs without asking in this notebook's session (undo it in the header)";
+          text += " in this notebook's session (× in the header undoes it)";
         }
         box.classList.add(kind.startsWith('reject') ? 'jp-mod-rejected' : kind.startsWith('allow') ? 'jp-mod-allowed' : 'jp-mod-neutral');
       }
@@ -1088,7 +1285,7 @@ export class AgentPanel extends Widget {
       const label = known ?? `“${opt.name}”`;
       const more = known && saysMore(opt.name, known);
       let title = known
-        ? `${label}. The agent calls this option “${opt.name}”.`
+        ? `${label}. ${perm.source === 'client' ? 'In full' : 'The agent calls this option'}: “${opt.name}”.`
         : `The agent's option “${opt.name}” has an unknown kind (${opt.kind || 'none'}): what it does is up to the agent.`;
       if (opt.kind === 'allow_always') {
         title += ' It runs without asking again in this notebook\'s session; undo that in the panel\'s header.';
@@ -1103,7 +1300,7 @@ export class AgentPanel extends Widget {
       b.dataset.optionId = opt.optionId;
       b.dataset.optionKind = opt.kind;
       b.title = title;
-      b.setAttribute('aria-label', more ? `${label} (the agent's words: “${opt.name}”)` : label);
+      b.setAttribute('aria-label', more ? `${label} (${perm.source === 'client' ? '' : "the agent's words: "}“${opt.name}”)` : label);
       if (more) {
         b.appendChild(el('span', 'jp-ACP-optionAgentName', `“${opt.name}”`));
       }
@@ -1214,6 +1411,7 @@ export class AgentPanel extends Widget {
     this._header.hidden = !this._path();
 
     this._renderOptions();
+    this._renderPolicy();
 
     // the status line: the most urgent of reconnecting, errors, starting, working
     const s = this._status;
@@ -1298,6 +1496,58 @@ export class AgentPanel extends Widget {
           this._renderOptions();
         }, closeIcon, 'Dismiss')
       );
+    }
+  }
+
+  /**
+   * What "Always allow" let run without asking in this notebook's session, one chip per tool; × asks
+   * the server to stop (the policy_changed event then updates every browser).
+   */
+  private _renderPolicy(): void {
+    const view = this._view;
+    const tools = view?.model.alwaysAllowed ?? [];
+    const sig = JSON.stringify([view?.info.id ?? '', tools]);
+    if (sig === this._policySig) {
+      return;
+    }
+    this._policySig = sig;
+    const box = this._policy;
+    box.textContent = '';
+    box.hidden = !view || !tools.length;
+    if (!view || !tools.length) {
+      return;
+    }
+    const label = el('span', 'jp-ACP-policyLabel', 'Always allowed:');
+    label.title = "These tools run without asking in this notebook's session (you chose “Always allow”). × makes them ask again.";
+    box.appendChild(label);
+    const revoke = (tool: string | undefined, what: string) => {
+      box.querySelectorAll('button').forEach(b => ((b as HTMLButtonElement).disabled = true));
+      this.api
+        .revokeAlwaysAllow(view.info.id, tool)
+        .then(res => {
+          view.model.alwaysAllowed = Array.isArray(res?.always_allowed)
+            ? res.always_allowed.map(String)
+            : (view.model.alwaysAllowed ?? []).filter(t => tool !== undefined && t !== tool);
+        })
+        .catch(err => this._flash(`Could not stop always allowing ${what}: ${(err as Error).message}`))
+        .finally(() => {
+          this._policySig = '';
+          this._renderChrome();
+        });
+    };
+    for (const tool of tools) {
+      const name = toolLabel(tool);
+      const chip = el('span', 'jp-ACP-policyChip');
+      chip.dataset.tool = tool;
+      chip.title = `${name} (${tool}) runs without asking in this notebook's session`;
+      chip.append(
+        el('span', 'jp-ACP-policyName', name),
+        button('', 'jp-ACP-iconButton jp-ACP-policyRevoke', () => revoke(tool, name), closeIcon, `Stop always allowing ${name}`)
+      );
+      box.appendChild(chip);
+    }
+    if (tools.length > 1) {
+      box.appendChild(button('Ask for all again', 'jp-ACP-linkButton jp-ACP-policyRevokeAll', () => revoke(undefined, 'these tools'), undefined, 'Stop always allowing every tool'));
     }
   }
 
