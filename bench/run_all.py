@@ -27,6 +27,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("tools.py", [], ["--rounds", "50"]),
     ("mcp.py", ["--calls", "200", "--sessions", "50"], ["--calls", "50", "--sessions", "10"]),
     ("load.py", ["--notebooks", "50", "--duration", "120"], ["--notebooks", "10", "--duration", "10"]),
+    ("replay.py", ["--updates", "50", "--rounds", "3"], ["--updates", "10", "--rounds", "1"]),
 ]
 
 

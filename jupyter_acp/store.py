@@ -481,7 +481,10 @@ class TranscriptStore:
         return self._page(rows, None)
 
     def last_seq(self, session_id: str) -> int:
-        row = self.db.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        try:
+            row = self.db.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not read the transcript: {exc}") from exc
         return int(row[0] or 0)
 
     # -- transactions ----------------------------------------------------------------------------
