@@ -348,13 +348,17 @@ class SessionHub:
             count = max(1, min(limit, count))
         max_bytes = self.app.replay_page_bytes
         waiting = [e for e, _ in session.unsaved] + session.outbox
-        try:
-            if before is not None:
-                newer = [e for e in waiting if e["seq"] < before][-count:]  # newer than anything stored
-                below = newer[0]["seq"] if newer else before
-                room = count - len(newer)
+        if before is not None:
+            newer = [e for e in waiting if e["seq"] < before][-count:]  # newer than anything stored
+            below = newer[0]["seq"] if newer else before
+            room = count - len(newer)
+            try:
                 older = self.store.read_before(session.id, below, room, max_bytes) if room > 0 else []
-                return older + newer
+            except StoreError as exc:
+                log.warning("reading the transcript failed: %s", exc)
+                older = []
+            return older + newer
+        try:
             out = self.store.read(session.id, after, count, max_bytes)
             complete = not out or out[-1]["seq"] >= self.store.last_seq(session.id)
         except StoreError as exc:
