@@ -11,8 +11,15 @@ A real ``jupyter server`` subprocess (jupyter_acp + RTC) runs this very file as 
 2. ``client_list_variables`` on a kernel holding a ``--rows``-row DataFrame and ``--names`` other names,
    against a bare ``inspectVariables`` debug request sent by this process straight to the kernel.
    Goal: within 1.5x, and the server's memory flat across the rounds.
+3. Kernels behind a Jupyter Gateway (a ``jupyter kernelgateway`` on 127.0.0.1, the server started with
+   ``--GatewayClient.url``): ``client_execute_cells`` (one small cell, outputs written into the live
+   document) and ``client_list_variables``, against a bare execute round trip (``execute_request`` to
+   its ``status: idle``) sent by this process straight to the gateway's kernel WebSocket in the same
+   run.  Goal: within 1.5x.  Twice: a stock gateway (whose kernel WebSockets leave Nagle on, so every
+   round trip waits ~40 ms for a delayed ACK), and the same gateway with TCP_NODELAY (what our own
+   layer costs shows there).  ``--no-gateway`` skips it; ``--gateway-only`` runs only it.
 
-Needs pandas for the DataFrame (``pip install pandas``).
+Needs pandas for the DataFrame (``pip install pandas``) and ``jupyter_kernel_gateway`` for part 3.
 """
 
 from __future__ import annotations
@@ -76,6 +83,10 @@ class BenchAgent:
             elif what == "variables":
                 await self.timed(5, "_jupyter-acp/list_variables", meta)
                 out["variables"] = {"tool": await self.timed(rounds, "_jupyter-acp/list_variables", meta)}
+            elif what == "execute":
+                args = {**meta, "cell_ids": spec["cell_ids"]}
+                await self.timed(5, "_jupyter-acp/execute_cells", args)
+                out["execute"] = {"tool": await self.timed(rounds, "_jupyter-acp/execute_cells", args)}
         return out
 
     async def handle(self, msg: dict[str, Any]) -> None:
@@ -183,6 +194,134 @@ def run_setup_code(connection_file: Path, code: str) -> None:
         kc.stop_channels()
 
 
+class BareGatewayKernel:
+    """This process's own WebSocket to a gateway kernel: the floor of a round trip through the gateway."""
+
+    def __init__(self, gateway_url: str, kernel_id: str) -> None:
+        import uuid
+
+        import websocket
+
+        self.ws = websocket.create_connection(
+            gateway_url.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels", timeout=60
+        )
+        self.session = uuid.uuid4().hex
+        self.n = 0
+
+    def request(self, channel: str, msg_type: str, content: dict[str, Any], until_idle: bool) -> dict[str, Any]:
+        import uuid
+
+        self.n += 1
+        mid = uuid.uuid4().hex
+        self.ws.send(json.dumps({
+            "header": {"msg_id": mid, "msg_type": msg_type, "session": self.session, "username": "bench",
+                       "version": "5.3", "date": ""},
+            "parent_header": {}, "metadata": {}, "content": content, "channel": channel, "buffers": []}))
+        reply, idle = None, not until_idle
+        while reply is None or not idle:
+            msg = json.loads(self.ws.recv())
+            if (msg.get("parent_header") or {}).get("msg_id") != mid:
+                continue
+            if msg["channel"] == channel:
+                reply = msg
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        return reply
+
+    def execute(self, code: str) -> dict[str, Any]:
+        return self.request("shell", "execute_request", {"code": code, "silent": False, "store_history": True,
+                                                         "allow_stdin": False, "stop_on_error": True}, True)
+
+    def timed(self, rounds: int, fn) -> list[float]:
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return times
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
+    import httpx
+    import nbformat
+
+    from jupyter_acp.testing.server import ServerProcess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.tools.helpers import KernelGateway
+
+    gateway = KernelGateway(nodelay=nodelay)
+    gateway.start()
+    with tempfile.TemporaryDirectory() as tmp:
+        root, data = Path(tmp) / "root", Path(tmp) / "data"
+        root.mkdir()
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        cell = nbformat.v4.new_code_cell("x = 6 * 7\nprint(x)")
+        cell.id = "benchcell"
+        nb.cells.append(cell)
+        (root / "gw.ipynb").write_text(nbformat.writes(nb))
+        agents = {"bench": {"command": sys.executable, "args": [os.path.abspath(__file__), "--agent"],
+                            "tool_channel": "client-tools", "client_tools_discovery": "request"}}
+        server = ServerProcess(root, data, agents=agents, extra_args=[
+            f"--SQLiteYStore.db_path={data / 'ystore.db'}",
+            f"--BaseFileIdManager.db_path={data / 'fileid.db'}",
+            "--JupyterACPTools.permission_policy=auto",
+            f"--GatewayClient.url={gateway.url}",
+        ])
+        server.start()
+        bare = None
+        try:
+            resp = httpx.post(f"{server.base}/api/sessions", headers=server.headers, timeout=60, json={
+                "path": "gw.ipynb", "name": "gw.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+            resp.raise_for_status()
+            kernel_id = resp.json()["kernel"]["id"]
+            sid = server.open_session("gw.ipynb", "bench")["id"]
+            bare = BareGatewayKernel(gateway.url, kernel_id)
+            bare.execute("\n".join([
+                "import numpy as np, pandas as pd",
+                f"df = pd.DataFrame({{'a': np.arange({args.gateway_rows}), 'b': np.random.rand({args.gateway_rows})}})",
+                f"for _i in range({args.names}): globals()[f'name_{{_i}}'] = _i",
+            ]))
+
+            def turn(spec: dict[str, Any]) -> dict[str, Any]:
+                _, events = server.turn(sid, json.dumps(spec), timeout=600)
+                texts = [e["update"]["content"]["text"] for e in events
+                         if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"]
+                result = json.loads(texts[-1])
+                if "error" in result:
+                    raise RuntimeError(result["error"])
+                return result
+
+            rounds = args.gateway_rounds
+            how = "with TCP_NODELAY on its WebSockets" if nodelay else "stock"
+            print(f"\n# kernels behind a Jupyter Gateway ({how}, {gateway.url}), {rounds} rounds; "
+                  f"the kernel holds a {args.gateway_rows}-row DataFrame and {args.names} other names")
+            bare.timed(10, lambda: bare.execute("x = 6 * 7\nprint(x)"))
+            floor_exec = bare.timed(rounds, lambda: bare.execute("x = 6 * 7\nprint(x)"))
+            res = turn({"rounds": rounds, "what": ["execute"], "cell_ids": ["benchcell"]})["execute"]["tool"]
+            floor_exec += bare.timed(rounds, lambda: bare.execute("x = 6 * 7\nprint(x)"))
+            inspect = {"type": "request", "seq": 1, "command": "inspectVariables", "arguments": {}}
+            floor_vars = bare.timed(rounds, lambda: bare.request("control", "debug_request", inspect, False))
+            var = turn({"rounds": rounds, "what": ["variables"]})["variables"]["tool"]
+            f_exec = statistics.median(floor_exec)
+            print(f"bare execute round trip over the gateway WebSocket (to idle): {ms(floor_exec)}")
+            print(f"bare inspectVariables over the gateway WebSocket: {ms(floor_vars)}")
+            print(f"client_execute_cells (one cell, outputs into the live document): {ms(res)}")
+            print(f"client_list_variables: {ms(var)}")
+            print(f"client_execute_cells vs bare gateway execute: {statistics.median(res) / f_exec:.2f}x (goal <= 1.5x)")
+            print(f"client_list_variables vs bare gateway execute: {statistics.median(var) / f_exec:.2f}x (goal <= 1.5x); "
+                  f"vs bare gateway inspectVariables: {statistics.median(var) / statistics.median(floor_vars):.2f}x")
+        finally:
+            if bare is not None:
+                bare.close()
+            server.stop()
+            gateway.stop()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--agent", action="store_true", help=argparse.SUPPRESS)
@@ -190,9 +329,17 @@ def main() -> None:
     p.add_argument("--cells", type=int, default=200)
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--names", type=int, default=1000)
+    p.add_argument("--gateway-rounds", type=int, default=100)
+    p.add_argument("--gateway-rows", type=int, default=100_000)
+    p.add_argument("--no-gateway", action="store_true", help="skip the gateway part")
+    p.add_argument("--gateway-only", action="store_true", help="run only the gateway part")
     args = p.parse_args()
     if args.agent:
         asyncio.run(BenchAgent().main())
+        return
+    if args.gateway_only:
+        gateway_bench(args)
+        gateway_bench(args, nodelay=True)
         return
 
     import httpx
@@ -264,6 +411,9 @@ def main() -> None:
                   f"{rss2 / 1024:.1f} MiB after {2 * args.rounds} (growth over the 2nd batch: {(rss2 - rss1) / 1024:+.1f} MiB)")
         finally:
             server.stop()
+    if not args.no_gateway:
+        gateway_bench(args)
+        gateway_bench(args, nodelay=True)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: ``jupyter kernelgateway`` with TCP_NODELAY on its WebSockets: stock jupyter_server / the gateway
+#: leave Nagle on for kernel WebSockets, and each round trip then waits ~40 ms for a delayed ACK.
+NODELAY_GATEWAY = """
+import tornado.websocket as w
+_detach = w.WebSocketHandler._detach_stream
+def _nodelay(self):
+    stream = _detach(self)
+    stream.set_nodelay(True)
+    return stream
+w.WebSocketHandler._detach_stream = _nodelay
+from kernel_gateway import launch_instance
+launch_instance()
+"""
+
+
 class KernelGateway:
     """A real ``jupyter kernelgateway`` (PyPI ``jupyter_kernel_gateway``) on 127.0.0.1, as a
-    subprocess; its kernels are its own children, found by kernel id for the kill tests."""
+    subprocess; its kernels are its own children, found by kernel id for the kill tests.
+    ``nodelay=True`` runs it with TCP_NODELAY on its WebSockets (benchmarks: see ``NODELAY_GATEWAY``)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, nodelay: bool = False) -> None:
+        self.nodelay = nodelay
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: Any = None
@@ -49,7 +66,8 @@ class KernelGateway:
 
         fd, self.log_path = tempfile.mkstemp(prefix="kernelgateway-", suffix=".log")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1",
+            [sys.executable, *(["-c", NODELAY_GATEWAY] if self.nodelay else ["-m", "kernel_gateway"]),
+             "--KernelGatewayApp.ip=127.0.0.1",
              f"--KernelGatewayApp.port={self.port}", "--JupyterWebsocketPersonality.list_kernels=True",
              "--KernelGatewayApp.port_retries=0"],
             stdout=fd, stderr=fd, stdin=subprocess.DEVNULL, start_new_session=True,
