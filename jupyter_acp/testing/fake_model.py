@@ -85,6 +85,20 @@ class FakeModel:
             "env": {"JUPYTER_ACP_MODEL": model, "JUPYTER_ACP_API_BASE": self.url, "OPENAI_API_KEY": "sk-fake", **env},
         }
 
+    # -- what the model was sent -----------------------------------------------------------------
+    def chat_view(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A request in the chat-completions shape (provider fakes translate theirs)."""
+        return body
+
+    def tool_results(self) -> list[str]:
+        """The text of every tool result the model was sent, in order (what the model saw of a tool's answer)."""
+        out = []
+        for body in list(self.requests):
+            for m in self.chat_view(body).get("messages") or []:
+                if isinstance(m, dict) and m.get("role") == "tool":
+                    out.append(message_text(m))
+        return out
+
     # -- choosing an answer ----------------------------------------------------------------------
     def answer_for(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []

@@ -75,6 +75,9 @@ class _ProviderModel(FakeModel):
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.answer_for(self.normalise(body))
 
+    def chat_view(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.normalise(body)
+
     async def _unknown(self, request: Any) -> Any:
         from aiohttp import web
 

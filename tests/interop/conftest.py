@@ -25,8 +25,9 @@ MARKER = "ZEBRA-MARKER-7731"
 PROMPT = "Give me an outline of this notebook and read its cells."
 
 #: the same rules for every provider (tool names are regexes: agents prefix MCP tools).  A tool result
-#: reaches the model as the tool's text (the built-in agent, claude) or as its structuredContent (codex):
-#: the matches accept both.
+#: reaches the model as the tool's text (the built-in agent) or, when there is one, as its
+#: structuredContent (codex-acp and claude-agent-acp both show their model only that): the matches accept
+#: both, and every tool's structuredContent says what its text says (tests/tools/test_structured.py).
 SCENARIO_RULES: list[dict[str, Any]] = [
     {"match": "outline of this notebook", "tool": r"client_notebook_outline$", "times": 1},
     {"role": "tool", "match": r'notebook: census/|"cell_count"', "tool": r"client_read_cells$",
