@@ -55,6 +55,9 @@ class JupyterACP(ExtensionApp):
     max_concurrent_turns = Integer(
         8, config=True, help="Most turns running at once on one agent process; more wait their turn (a notice says so)."
     )
+    kernel_start_wait = Float(
+        10.0, config=True, help="Seconds a prompt waits for the notebook's kernel while it is starting (it keeps its tools)."
+    )
     turn_idle_timeout = Float(
         300.0, config=True, help="Seconds an agent may stay silent during a turn before the turn is ended."
     )
@@ -97,6 +100,7 @@ class JupyterACP(ExtensionApp):
         self.hub = SessionHub(self, self.store, self.tools)
         atexit.register(self.hub.kill_agents_now)
         self._listen_for_renames()
+        self.hub.follower.listen(self.serverapp.event_logger)
         self.log.info(
             "jupyter_acp %s: agents %s (default %r), transcripts in %s",
             __version__, ", ".join(self.agent_specs), self.default_agent, self.store_path,

@@ -149,7 +149,9 @@ class ClientEndpoint:
         if session.channels and CLIENT_TOOLS not in session.channels:
             return {"tools": []}  # this session's tools travel over MCP: one channel, no duplicates
         ctx = self.hub.tool_context(session, CLIENT_TOOLS)
-        return {"tools": [t.to_wire() for t in await self.hub.tools.list_tools(ctx)]}
+        tools = await self.hub.tools.list_tools(ctx)
+        session.listed_tools = frozenset(t.name for t in tools)  # followed: a kernel that comes up is told
+        return {"tools": [t.to_wire() for t in tools]}
 
     async def _call_tool(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         acp_sid = convention.session_of_call(params)

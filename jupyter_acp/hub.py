@@ -27,6 +27,7 @@ from .config import AgentSpec
 from .paths import PathError, notebook_api_path
 from .store import SessionRecord, StoreError, TranscriptStore
 from .sessions.files import FileRules
+from .sessions.follow import ToolListFollower
 from .sessions.gate import Gate
 from .tools import ToolContext, ToolSurface
 
@@ -109,6 +110,9 @@ class NotebookSession:
         self.channels: frozenset[str] = frozenset()
         self.primed = False
         self.last_used = 0.0  # monotonic time of the last prompt: the least recently used yields first
+        #: the client tools the agent was last told (request discovery), and whether that changed mid-turn
+        self.listed_tools: frozenset[str] | None = None
+        self.tools_stale = False
 
     @property
     def id(self) -> str:
@@ -151,6 +155,7 @@ class SessionHub:
         self._turn_slots: dict[str, asyncio.Semaphore] = {}
         #: the one gate every agent action passes
         self._file_rules: FileRules | None = None
+        self.follower = ToolListFollower(self, kernel_wait=getattr(app, "kernel_start_wait", 10.0))
         self.gate = Gate(self, tools.services.config if tools.services is not None else None)
         #: the server root's real path: a session belongs to a notebook of this root, and only its
         #: sessions are loaded (two projects sharing the per-user store never see each other's)
@@ -649,7 +654,10 @@ class SessionHub:
         try:
             if session.setup_task is not None:
                 await asyncio.shield(session.setup_task)
+            await self.follower.wait_for_kernel(session)
             await self.ensure_acp_session(session)
+            if await self.follower.refresh_if_changed(session, in_turn=True):
+                await self.ensure_acp_session(session)  # reopened (resumed, loaded, or new and re-seeded)
             conn = self.connection(session.agent)
             if session.reseed:
                 blocks = self._seeded(session, blocks, turn.id)
@@ -685,6 +693,7 @@ class SessionHub:
         self._cancel_pending_permissions(session)
         session.turn = None
         self.emit(session, "turn_ended", turn_id=turn.id, tool_calls_served=turn.tool_calls_served, **outcome)
+        self.follower.turn_ended(session)
 
     async def _watch_turn(
         self, session: NotebookSession, turn: Turn, conn: AgentConnection, request: asyncio.Future[Any]

@@ -348,8 +348,15 @@ class Gate:
         try:
             self.require_turn(session, action)
             ctx = self.hub.tool_context(session, channel, action=action)
-            if tool is None or not await tools.available(tool, ctx):
-                raise Refused("unknown_tool", f"unknown tool: {name} is not available for this notebook", "unknown_tool")
+            if tool is None:
+                raise Refused("unknown_tool", f"unknown tool: {name} is not a tool of this client", "unknown_tool")
+            if not await tools.available(tool, ctx):
+                why = (
+                    "the notebook has no kernel yet: ask the user to start one"
+                    if await ctx.kernel_id() is None
+                    else "the notebook's kernel or its writability does not allow it now"
+                )
+                raise Refused("unavailable", f"{name} is not available for this notebook: {why}", "unknown_tool")
             problem = tool.validate(arguments)
             if problem is not None:
                 raise Refused("invalid_arguments", f"invalid arguments for {name}: {problem}", "invalid_arguments")

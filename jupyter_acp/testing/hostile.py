@@ -19,7 +19,9 @@ turn are only in the report). Actions:
   {"do": "later", "delay": S, "actions": [...]}             the actions again, S seconds after this turn ended
   {"do": "say", "text": T}                                  one message chunk
 
-It acknowledges both client-tools discovery modes and HTTP MCP, so every channel can be tried.
+It acknowledges both client-tools discovery modes and HTTP MCP, so every channel can be tried. In request
+discovery it asks ``_org.mini-me/tools/list`` at session/new and session/resume (``--no-resume``: it offers no
+resume), reporting ``{"do": "listed", "reason": ..., "tools": [names]}``; the names also steer ``tool`` actions.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from .agents import mcp_roundtrip
 
 
 class HostileAgent:
-    def __init__(self, conn: JsonRpcConnection, report: str | None) -> None:
+    def __init__(self, conn: JsonRpcConnection, report: str | None, resume: bool = True) -> None:
         self.conn = conn
         self.report = report
+        self.resume = resume
+        self.discovery: str | None = None
         self.mcp: dict[str, list[Any]] = {}
         self.tools: dict[str, dict[str, Any]] = {}
 
@@ -48,10 +52,13 @@ class HostileAgent:
     async def handle_request(self, method: str, params: Any) -> Any:
         params = params if isinstance(params, dict) else {}
         if method == "initialize":
+            meta = ((params.get("clientCapabilities") or {}).get("_meta") or {}).get(convention.NAMESPACE) or {}
+            self.discovery = (meta.get(convention.CLIENT_TOOLS_KEY) or {}).get("discovery")
             return {
                 "protocolVersion": 1,
                 "agentCapabilities": {
                     "loadSession": False,
+                    **({"sessionCapabilities": {"resume": {}}} if self.resume else {}),
                     "mcpCapabilities": {"http": True, "sse": False},
                     "_meta": convention.agent_capability_meta(),
                 },
@@ -60,13 +67,23 @@ class HostileAgent:
         if method == "session/new":
             sid = "h_" + uuid.uuid4().hex[:12]
             self.mcp[sid] = params.get("mcpServers") or []
+            await self._list(sid, "new")
             return {"sessionId": sid}
+        if method == "session/resume" and self.resume:
+            sid = str(params.get("sessionId"))
+            self.mcp[sid] = params.get("mcpServers") or []
+            await self._list(sid, "resume")
+            return {}
         if method == "session/prompt":
             sid = params.get("sessionId")
             if sid not in self.mcp:
                 raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
-            text = "".join(b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"
-                           and not b.get("text", "").startswith("[Jupyter notebook context]"))
+            # the user's words: the last text block that is not the notebook preamble (a re-seed preface comes first)
+            texts = [b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"
+                     and not b.get("text", "").startswith("[Jupyter notebook context]")]
+            text = texts[-1] if texts else ""
+            if len(texts) > 1:
+                self._write_report({"do": "preface", "text": texts[0][:2000]})
             try:
                 actions = json.loads(text)
             except ValueError:
@@ -75,6 +92,18 @@ class HostileAgent:
             await self._say(sid, json.dumps(results))
             return {"stopReason": "end_turn"}
         raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+
+    async def _list(self, sid: str, reason: str) -> None:
+        if self.discovery != convention.DISCOVERY_REQUEST:
+            return
+        try:
+            answer = await self.conn.request(
+                convention.TOOLS_LIST_METHOD, {"_meta": {convention.NAMESPACE: {"sessionId": sid, "reason": reason}}}
+            )
+            names = [t.get("name") for t in (answer or {}).get("tools") or []]
+        except RpcError as exc:
+            names = [f"error: {exc.message}"]
+        self._write_report({"do": "listed", "reason": reason, "session": sid, "tools": names})
 
     async def _say(self, sid: str, text: str) -> None:
         await self.conn.notify(
@@ -165,10 +194,13 @@ class HostileAgent:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.hostile")
     parser.add_argument("--report", default=None)
+    parser.add_argument("--no-resume", action="store_true", help="offer no session/resume")
     args = parser.parse_args(argv)
 
     async def run() -> None:
-        conn = await serve_stdio(lambda c: HostileAgent(c, args.report), max_frame_bytes=64 * 1024 * 1024)
+        conn = await serve_stdio(
+            lambda c: HostileAgent(c, args.report, resume=not args.no_resume), max_frame_bytes=64 * 1024 * 1024
+        )
         await conn.wait_closed()
 
     asyncio.run(run())
