@@ -25,6 +25,7 @@ import {
   stopIcon,
   undoIcon
 } from '@jupyterlab/ui-components';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { AcpApi, ApiError, IAgentInfo, ISessionInfo } from './api';
@@ -298,8 +299,10 @@ class SessionView {
   epoch = 0;
   loadingOlder = false;
   olderError: string | null = null;
-  /** Keep this node where it was on screen while older history lands above it. */
-  anchor: { node: HTMLElement; top: number; until: number } | null = null;
+  /** A pending check whether the log is too short to scroll (then the next page loads by itself). */
+  autoLoad: number | null = null;
+  /** The reading position (distance from the bottom) to keep while older history lands above it. */
+  anchor: { fromBottom: number; until: number } | null = null;
   private _filling = false;
   stream: EventStream | null = null;
   stick = true;
@@ -381,7 +384,9 @@ class SessionView {
     onChange();
     try {
       const page = await this._api.eventsBefore(this.info.id, before, HISTORY_PAGE);
-      this.keepAnchor();
+      if (!this.stick) {
+        this.keepAnchor(); // the user scrolled up to read: the page lands above what they read
+      }
       this.model.addOlder(Array.isArray(page) ? page : [], before);
     } catch (err) {
       this.olderError = (err as Error).message;
@@ -391,30 +396,26 @@ class SessionView {
     }
   }
 
-  /** Remember the first entry on screen and its offset, to put it back there after a re-render. */
+  /**
+   * Remember how far from the bottom the user reads: older history lands above, so the same distance
+   * from the bottom is the same place in the conversation (whatever items were rebuilt).
+   */
   keepAnchor(): void {
-    const top = this.log.scrollTop;
-    for (const entry of this.nodes.values()) {
-      const n = entry.node;
-      if (n.isConnected && !n.hidden && n.offsetTop + n.offsetHeight > top) {
-        this.anchor = { node: n, top: n.offsetTop - top, until: Date.now() + 2000 };
-        this.stick = false;
-        return;
-      }
-    }
+    this.anchor = { fromBottom: this.log.scrollHeight - this.log.scrollTop, until: Date.now() + 2000 };
+    this.stick = false;
   }
 
-  /** Put the anchored entry back where it was (older content above it changed the heights). */
+  /** Put the reading position back (older content above it changed the heights). */
   restoreAnchor(): void {
     const a = this.anchor;
     if (!a) {
       return;
     }
-    if (Date.now() > a.until || !a.node.isConnected) {
+    if (Date.now() > a.until) {
       this.anchor = null;
       return;
     }
-    this.log.scrollTop = a.node.offsetTop - a.top;
+    this.log.scrollTop = this.log.scrollHeight - a.fromBottom;
   }
 
   /** A reconnect replayed only the latest page: fetch the events between, in pages. */
@@ -625,6 +626,18 @@ export class AgentPanel extends Widget {
     this._tracker.activeCellChanged.connect(() => this._updateChip(), this);
     void this._loadAgents();
     this._follow();
+  }
+
+  /** Shown again (the sidebar was collapsed while answers arrived): follow the latest, as before. */
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    const view = this._view;
+    if (view) {
+      if (view.stick) {
+        view.log.scrollTop = view.log.scrollHeight;
+      }
+      this._scheduleRender(view); // and check whether a short history page needs the next one
+    }
   }
 
   /** Apply user settings (Settings Editor). */
@@ -889,9 +902,17 @@ export class AgentPanel extends Widget {
     } else {
       view.restoreAnchor();
     }
-    // a short history page that does not fill the log cannot be scrolled: load the next one now
-    if (view.model.olderBefore !== null && !view.loadingOlder && !view.olderError && view.log.scrollHeight <= view.log.clientHeight + 80 && view.log.isConnected) {
-      void view.loadOlder(() => this._scheduleRender(view));
+    // a short history page that does not fill the log cannot be scrolled: load the next one (once
+    // the answers are rendered: markdown renders after this returns)
+    if (view.model.olderBefore !== null && !view.loadingOlder && !view.olderError && view.autoLoad === null) {
+      view.autoLoad = window.setTimeout(() => {
+        view.autoLoad = null;
+        const log = view.log;
+        const visible = log.clientHeight > 0; // a hidden sidebar measures nothing: wait to be shown
+        if (view === this._view && visible && view.model.olderBefore !== null && log.scrollHeight <= log.clientHeight + 80) {
+          void view.loadOlder(() => this._scheduleRender(view));
+        }
+      }, 400);
     }
   }
 

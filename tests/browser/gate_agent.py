@@ -8,7 +8,7 @@
   tool call carrying the same. The answer ends with ``END-OF-ANSWER``.
 * ``ask``: ``session/request_permission`` whose option *named* "Reject" has kind ``allow_once`` and whose
   option named "Allow" has kind ``reject_once``; answers ``permission: OPTION_ID``.
-* ``history N``: N message chunks of one turn (a long transcript for the history pages).
+* ``history N``: N message chunks of one turn, a paragraph each (a long transcript for history pages).
 * anything else: the scripted ``stream`` behaviour (three numbered chunks).
 
 ``lab_with(base, fake_model, extra_agents)`` starts ``jupyter lab`` as the shared ``lab`` fixture of
@@ -109,7 +109,7 @@ def _agent_class() -> type:
             history = re.search(r"history (\d+)", text)
             if history:
                 for i in range(int(history.group(1))):
-                    await self._chunk(sid, f"h{i} ")
+                    await self._chunk(sid, f"h{i}\n\n")
                 return {"stopReason": "end_turn"}
             return await super().on_session_prompt(params)
 
@@ -146,8 +146,11 @@ def _agent_class() -> type:
 
 # -- a JupyterLab with this agent ------------------------------------------------------------------
 @contextlib.contextmanager
-def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = None) -> Iterator[Any]:
-    """``jupyter lab`` as ``conftest.lab`` starts it, with the ``gate`` and ``builtin`` agents."""
+def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = None, **acp: Any) -> Iterator[Any]:
+    """``jupyter lab`` as ``conftest.lab`` starts it, with the ``gate`` and ``builtin`` agents.
+
+    ``acp``: more ``JupyterACP`` settings (e.g. ``replay_page_events=25`` for short history pages).
+    """
     from conftest import REPO, TOKEN, Lab, _free_port  # the browser tests' conftest (same folder)
 
     root, runtime, config, data = (base / n for n in ("root", "runtime", "config", "data"))
@@ -167,7 +170,7 @@ def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = 
     agents["builtin"]["env"]["JUPYTER_ACP_AGENT_MODE"] = "auto"
     (config / "jupyter_server_config.json").write_text(json.dumps({
         "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
-        "JupyterACP": {"default_agent": "gate", "store_path": str(data / "transcripts.sqlite"), "agents": agents},
+        "JupyterACP": {"default_agent": "gate", "store_path": str(data / "transcripts.sqlite"), "agents": agents, **acp},
     }))
     port = _free_port()
     env = {

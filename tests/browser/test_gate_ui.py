@@ -3,8 +3,8 @@
 * Hole 3: the agent writes the option labels, so a button labelled "Reject" could carry kind
   `allow_once`. The sidebar labels each button by its kind; the agent's wording is secondary text.
 * "Always allow" is per tool and per notebook session, shown in the panel's header and revocable there.
-* Events the sidebar does not know (`audit`, future ones) never break rendering; a refused action's
-  audit line says which rule refused.
+* A long history comes in pages: the stream replays the latest one, scrolling up loads the older
+  ones ("Earlier messages…") and the conversation comes out whole and in order.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ LONG = 60_000
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, fake_model):
-    """A lab with the scripted `gate` agent and the built-in one (the shared fixture has neither so)."""
-    with lab_with(tmp_path_factory.mktemp("gate-lab"), fake_model) as lab:
+    """A lab with the scripted `gate` agent and the built-in one (the shared fixture has neither so),
+    and short history pages (25 events) so that a reload replays only the latest page."""
+    with lab_with(tmp_path_factory.mktemp("gate-lab"), fake_model, replay_page_events=25) as lab:
         yield lab
 
 
@@ -101,3 +102,54 @@ def test_always_allow_is_shown_per_tool_and_revocable(ui):
     expect(panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")).to_be_visible(timeout=LONG)
     panel.locator('.jp-ACP-permission:not(.jp-mod-resolved) button[data-option-kind="reject_once"]').click()
     expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+
+
+def test_long_history_comes_in_pages_when_scrolled_up(ui):
+    nb = ui.lab.notebook("long.ipynb", ["x = 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    panel = ui.panel
+    for turn in range(3):
+        ui.send(f"history {40 + turn}")
+        expect(panel.locator(".jp-ACP-message").nth(turn)).to_contain_text(f"h{39 + turn}", timeout=LONG)
+        expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+    sid = _session(ui.lab, nb, "gate")["id"]
+    assert ui.lab.api(f"sessions/{sid}")["last_seq"] > 120
+
+    # a reload replays only the latest page (25 events): the start of the conversation is not there
+    ui.page.reload()
+    ui.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=LONG)
+    ui.show_panel()
+    ui.wait_ready("gate")
+    log = panel.locator(".jp-ACP-log")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("h41", timeout=LONG)
+    earlier = panel.locator(".jp-ACP-earlier")
+    expect(earlier).to_be_visible()
+    expect(earlier.get_by_role("button", name="Earlier messages")).to_be_visible()
+    assert panel.locator(".jp-ACP-user").count() < 3
+    # the latest is what shows: the log is at its bottom
+    ui.page.wait_for_function("n => n.scrollHeight - n.scrollTop - n.clientHeight < 48", arg=log.element_handle())
+    ui.shot("history-latest-page", full=False)
+
+    # scrolling to the top loads the page before, above what was on screen (which stays in view)
+    for _ in range(20):
+        if not earlier.is_visible():
+            break
+        before = panel.locator(".jp-ACP-message p").count()
+        log.evaluate("n => { n.scrollTop = 0; n.dispatchEvent(new Event('scroll')); }")
+        ui.page.wait_for_function(
+            "([n, c]) => n.querySelectorAll('.jp-ACP-message p').length > c"
+            " || n.querySelector('.jp-ACP-earlier').hidden",
+            arg=[log.element_handle(), before],
+            timeout=LONG,
+        )
+        if earlier.is_visible():
+            assert log.evaluate("n => n.scrollTop") > 0, "the reading position jumped to the top"
+    expect(earlier).to_be_hidden()
+    # the whole conversation, once, in order
+    expect(panel.locator(".jp-ACP-user")).to_have_count(3)
+    messages = panel.locator(".jp-ACP-message")
+    expect(messages).to_have_count(3)
+    for turn in range(3):
+        paragraphs = messages.nth(turn).locator("p").all_inner_texts()
+        assert paragraphs == [f"h{i}" for i in range(40 + turn)], (turn, paragraphs[:5], len(paragraphs))
