@@ -46,6 +46,56 @@ def _tool_kind(tool: Tool) -> str:
     return "other"
 
 
+def _ids(value: Any) -> str:
+    ids = [str(v) for v in value] if isinstance(value, list) else []
+    return ", ".join(ids[:6]) + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
+
+
+def call_title(name: str, tool: Tool | None, arguments: Any) -> str:
+    """What a card says about a call: "Edit cell c1", "Run cells c0, c1", "Insert a cell" (never raw JSON)."""
+    args = arguments if isinstance(arguments, dict) else {}
+    short = name.split("__")[-1]
+    cid = args.get("cell_id")
+    ids = _ids(args.get("cell_ids"))
+    plural = "s" if isinstance(args.get("cell_ids"), list) and len(args["cell_ids"]) != 1 else ""
+    known = {
+        "client_notebook_outline": "Notebook outline",
+        "client_read_cells": f"Read cell{plural} {ids}" if ids else "Read cells",
+        "client_insert_cell": "Insert a cell" + (" (markdown)" if args.get("cell_type") == "markdown" else ""),
+        "client_edit_cell": f"Edit cell {cid}" if cid else "Edit a cell",
+        "client_delete_cells": f"Delete cell{plural} {ids}" if ids else "Delete cells",
+        "client_move_cell": f"Move cell {cid}" if cid else "Move a cell",
+        "client_execute_cells": f"Run cell{plural} {ids}" if ids else "Run cells",
+        "client_execute_code": "Run code in the kernel",
+        "client_list_variables": "List kernel variables",
+        "client_inspect_variable": f"Inspect {args['name']}" if isinstance(args.get("name"), str) else "Inspect a variable",
+        "client_get_selection": "The user's selection",
+    }
+    if tool is not None and tool.source == "client-tools" and short in known:
+        return known[short]
+    if tool is not None and tool.title:
+        return tool.title
+    return name
+
+
+def call_content(arguments: Any) -> list[dict[str, Any]]:
+    """The code a call carries, as text (a cell's source, scratch code) or a diff (old/new string)."""
+    args = arguments if isinstance(arguments, dict) else {}
+    if isinstance(args.get("old_string"), str) and isinstance(args.get("new_string"), str):
+        where = f"cell {args['cell_id']}" if isinstance(args.get("cell_id"), str) else "cell"
+        return [{"type": "diff", "path": where, "oldText": args["old_string"], "newText": args["new_string"]}]
+    for key in ("source", "code"):
+        if isinstance(args.get(key), str):
+            text = args[key] if len(args[key]) <= 20_000 else args[key][:20_000] + "\n[... truncated]"
+            return [{"type": "content", "content": {"type": "text", "text": text}}]
+    return []
+
+
+def call_meta(name: str) -> dict[str, Any]:
+    """The tool's own name travels with a human title (a client matching calls by name finds it)."""
+    return {"jupyter_acp": {"toolName": name}}
+
+
 async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) -> str:
     litellm = await agent.litellm.get()
     user = {"role": "user", "content": text}
@@ -195,18 +245,20 @@ async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str,
         entries = plan_entries(arguments or {})
         await agent.send_update(sess, {"sessionUpdate": "plan", "entries": entries}, turn)
         return "plan updated"
-    await agent.send_update(
-        sess,
-        {
-            "sessionUpdate": "tool_call",
-            "toolCallId": call_id,
-            "title": name,
-            "kind": _tool_kind(tool) if tool else "other",
-            "status": "pending",
-            "rawInput": cap_value(arguments if arguments is not None else raw_args),
-        },
-        turn,
-    )
+    title = call_title(name, tool, arguments)
+    shown_content = call_content(arguments)
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id,
+        "title": title,
+        "kind": _tool_kind(tool) if tool else "other",
+        "status": "pending",
+        "rawInput": cap_value(arguments if arguments is not None else raw_args),
+        "_meta": call_meta(name),
+    }
+    if shown_content:
+        update["content"] = shown_content
+    await agent.send_update(sess, update, turn)
     if tool is None or tool.call is None:
         return await _finish(agent, sess, turn, call_id, ToolResult(f"[unknown tool: {name}]", True, {"error": "unknown tool"}))
     if arguments is None:
@@ -218,10 +270,12 @@ async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str,
                 "sessionId": sess.id,
                 "toolCall": {
                     "toolCallId": call_id,
-                    "title": name,
+                    "title": title,
                     "kind": _tool_kind(tool),
                     "status": "pending",
                     "rawInput": cap_value(arguments),
+                    "_meta": call_meta(name),
+                    **({"content": shown_content} if shown_content else {}),
                 },
                 "options": PERMISSION_OPTIONS,
             },

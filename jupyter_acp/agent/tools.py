@@ -42,6 +42,7 @@ class Tool:
     schema: dict[str, Any]
     source: str  # "client-tools" | "mcp" | "plan"
     read_only: bool = False
+    title: str = ""  # a human title from the tool's annotations, when it gives one
     call: Callable[[dict[str, Any], str, str], Awaitable[ToolResult]] | None = field(default=None, repr=False)
 
     def to_model(self) -> dict[str, Any]:
@@ -173,6 +174,7 @@ def client_tools_from(entries: Any, conn: Any, timeout: float) -> list[Tool]:
                 schema=clean_schema(entry.get("inputSchema")),
                 source="client-tools",
                 read_only=annotations.get("readOnlyHint") is True,
+                title=str(annotations.get("title") or "")[:200],
                 call=_client_caller(conn, method, timeout),
             )
         )

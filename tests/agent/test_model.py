@@ -35,6 +35,7 @@ RULES: list[dict[str, Any]] = [
      "arguments": {"entries": [{"content": "step one", "status": "in_progress"}, {"content": "step two", "status": "pending"}]}},
     {"match": "^use echo", "tool": "^client_echo$", "arguments": {"text": "hi", "_meta": {"org.mini-me": {"sessionId": "forged"}}}},
     {"match": "^use write", "tool": "^client_write$", "arguments": {"source": "x = 1"}},
+    {"match": "^use edit", "tool": "^client_edit_cell$", "arguments": {"cell_id": "c1", "source": "y = 2\nprint(y)"}},
     {"match": "^use fail", "tool": "^client_fail$", "arguments": {}},
     {"match": "^use big", "tool": "^client_big$", "arguments": {}},
     {"match": "^use add", "tool": "__add$", "arguments": {"a": 2, "b": 3}},
@@ -50,6 +51,9 @@ TOOLS = [
     {"name": "client_write", "description": "Write a cell", "method": "_t/write",
      "inputSchema": {"type": "object", "properties": {"source": {"type": "string"}}, "required": ["source"]},
      "annotations": {"readOnlyHint": False, "destructiveHint": True}},
+    {"name": "client_edit_cell", "description": "Edit a cell", "method": "_t/edit",
+     "inputSchema": {"type": "object", "properties": {"cell_id": {"type": "string"}, "source": {"type": "string"}}},
+     "annotations": {"readOnlyHint": False, "destructiveHint": True, "title": "Edit a cell"}},
     {"name": "client_fail", "description": "Always fails", "method": "_t/fail",
      "inputSchema": {"type": "object", "properties": {}}, "annotations": {"readOnlyHint": True}},
     {"name": "client_big", "description": "Big output", "method": "_t/big",
@@ -105,6 +109,7 @@ def install_client(world: World, agent: AgentClient) -> None:
             "_org.mini-me/tools/list": tools_list,
             "_t/echo": tool("echo", lambda p: {"content": [{"type": "text", "text": "echoed " + p.get("text", "")}]}),
             "_t/write": tool("write", {"content": [{"type": "text", "text": "written"}], "isError": False}),
+            "_t/edit": tool("edit", {"content": [{"type": "text", "text": "edited"}], "isError": False}),
             "_t/fail": tool("fail", RpcError(-32000, "kaput")),
             "_t/big": tool("big", {"content": [{"type": "text", "text": "B" * (100 * 1024)}]}),
             "session/request_permission": permission,
@@ -237,6 +242,23 @@ def test_permissions(world):
     world.run(a.request("session/set_mode", {"sessionId": sid2, "modeId": "auto"}))
     world.run(a.prompt(sid2, "use write"))
     assert writes() == w0 + 4 and len(world.permission_requests) == p0 + 3
+
+
+def test_cards_carry_human_titles_and_the_source_as_text(world):
+    """Issue 14: "Edit cell c1" and the new source as text, in the tool call and in the permission request;
+    the tool's own name rides in _meta (a client matching an allowed call by name still finds it)."""
+    a = world.agent
+    sid = world.run(a.new_session(world.cwd))["sessionId"]
+    p0 = len(world.permission_requests)
+    world.answers[:] = ["allow_once"]
+    assert world.run(a.prompt(sid, "use edit"))["stopReason"] == "end_turn"
+    call = next(u for u in a.updates[sid] if u["sessionUpdate"] == "tool_call")
+    asked = world.permission_requests[p0]["toolCall"]
+    for shown in (call, asked):
+        assert shown["title"] == "Edit cell c1", shown
+        assert shown["content"] == [{"type": "content", "content": {"type": "text", "text": "y = 2\nprint(y)"}}]
+        assert shown["_meta"]["jupyter_acp"]["toolName"] == "client_edit_cell"
+        assert shown["rawInput"] == {"cell_id": "c1", "source": "y = 2\nprint(y)"}
 
 
 def test_mcp_over_stdio(world):
