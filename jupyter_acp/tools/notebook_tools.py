@@ -361,7 +361,14 @@ async def execute_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
             nb = await svc.notebooks.open(ctx.notebook)
             res = await execute_cell(svc.kernels, kid, nb, cid, timeout=timeout)
         except (KernelUnavailable, NotebookError) as exc:
-            return error_result(f"{exc}" + (f" (ran {n} of {len(ids)} cells first)" if n else ""), kind="kernel")
+            if not n:
+                return error_result(str(exc), kind="kernel")
+            # what the cells that did run printed is part of the answer, in both forms
+            failed_result = error_result(
+                f"{exc} (ran {n} of {len(ids)} cells first)\n" + "\n".join(parts), kind="kernel", structured={"results": results}
+            )
+            failed_result["content"].extend(images)
+            return failed_result
         outs = res.get("outputs", [])
         head = f"--- cell {cid}: {res['status']}" + (f" [{res['execution_count']}]" if res.get("execution_count") else "")
         if res["status"] == "timeout":
