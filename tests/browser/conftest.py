@@ -86,6 +86,10 @@ class Lab:
 
 #: what the fake model answers the built-in agent (see jupyter_acp.testing.fake_model)
 FAKE_MODEL_RULES = [
+    # the kernel tools reach the agent in the user's order of events (issue 18); without them: words only
+    {"tool": "execute_cells$", "match": "run the first cell", "arguments": {"cell_ids": ["cell-run"]}},
+    {"match": "run the first cell", "text": "I cannot run code in this notebook."},
+    {"role": "tool", "match": "41 \\+ 1 =", "text": "It printed: {last}"},
     {"tool": "get_selection", "match": "what did I select", "arguments": {}},
     {"role": "tool", "match": "active cell: index", "text": "From your tab: {last}"},
     {"tool": "insert_cell", "match": "greeting cell", "arguments": {"source": "print('hello from the agent')"}, "times": 1},
