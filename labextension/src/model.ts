@@ -558,17 +558,21 @@ export class ChatModel {
         if (e.decision !== 'refused') {
           break; // allowed actions are the tool cards themselves
         }
-        const what = e.tool ? toolLabel(String(e.tool)) : String(e.action ?? 'an action');
-        const rule = e.rule ?? e.reason ?? e.message ?? e.text;
+        // `action` is the tool's name (or the power's, fs/*); `message` the refusal's own words (which
+        // rule, and how the user can change it); `rule` its short name
+        const name = e.tool ?? e.action;
+        const what = name ? toolLabel(String(name)) : 'an action';
+        const message = e.message ?? e.text ?? e.reason;
+        const rule = e.rule === undefined || e.rule === null ? undefined : String(e.rule);
         this._add<IAuditItem>({
           kind: 'audit',
           id: this._newId('audit', seq),
           turnId: e.turn_id ?? this.runningTurn,
           version: 0,
-          text: `Refused: ${what}` + (rule ? ` — ${String(rule)}` : ''),
-          tool: e.tool ?? undefined,
+          text: `Refused: ${what}` + (message ? ` — ${String(message)}` : '') + (rule ? ` (rule: ${rule})` : ''),
+          tool: name === undefined || name === null ? undefined : String(name),
           action: e.action ?? undefined,
-          rule: rule === undefined ? undefined : String(rule)
+          rule
         });
         break;
       }

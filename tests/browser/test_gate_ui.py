@@ -3,6 +3,8 @@
 * Hole 3: the agent writes the option labels, so a button labelled "Reject" could carry kind
   `allow_once`. The sidebar labels each button by its kind; the agent's wording is secondary text.
 * "Always allow" is per tool and per notebook session, shown in the panel's header and revocable there.
+* A refused action (an ``audit`` event) is a small line saying which rule refused; events the sidebar
+  does not know never break it.
 * A long history comes in pages: the stream replays the latest one, scrolling up loads the older
   ones ("Earlier messages…") and the conversation comes out whole and in order.
 """
@@ -10,6 +12,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 from gate_agent import lab_with
@@ -23,7 +26,8 @@ LONG = 60_000
 def lab(tmp_path_factory, fake_model):
     """A lab with the scripted `gate` agent and the built-in one (the shared fixture has neither so),
     and short history pages (25 events) so that a reload replays only the latest page."""
-    with lab_with(tmp_path_factory.mktemp("gate-lab"), fake_model, replay_page_events=25) as lab:
+    fs = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.agents", "fs"], "title": "Scripted: fs"}
+    with lab_with(tmp_path_factory.mktemp("gate-lab"), fake_model, {"fs": fs}, replay_page_events=25) as lab:
         yield lab
 
 
@@ -153,3 +157,23 @@ def test_long_history_comes_in_pages_when_scrolled_up(ui):
     for turn in range(3):
         paragraphs = messages.nth(turn).locator("p").all_inner_texts()
         assert paragraphs == [f"h{i}" for i in range(40 + turn)], (turn, paragraphs[:5], len(paragraphs))
+
+
+def test_a_refused_action_says_which_rule(ui):
+    nb = ui.lab.notebook("refused.ipynb", ["x = 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("fs")
+    panel = ui.panel
+    ui.send("read /etc/hostname")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("error", timeout=LONG)
+    line = panel.locator(".jp-ACP-audit")
+    expect(line).to_have_count(1, timeout=LONG)
+    expect(line).to_contain_text("Refused: Read files")
+    expect(line).to_contain_text("rule:")
+    ui.shot("refused", full=False)
+    # the conversation goes on; an allowed action is its own answer, not an audit line
+    (ui.lab.root / "note.txt").write_text("hello")
+    ui.send(f"read {ui.lab.root / 'note.txt'}")
+    expect(panel.locator(".jp-ACP-message").last).to_have_text("ok: hello", timeout=LONG)
+    expect(line).to_have_count(1)

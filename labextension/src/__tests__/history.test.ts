@@ -148,22 +148,27 @@ test('policy_changed sets the always-allowed tools; audit refusals show with the
     {
       seq: 4,
       type: 'audit',
+      power: 'fs',
       action: 'fs/write_text_file',
-      tool: 'fs/write_text_file',
       decision: 'refused',
-      rule: "hidden files are refused (ContentsManager.allow_hidden); set it to True to allow"
+      rule: 'hidden',
+      message: 'hidden files are refused (ContentsManager.allow_hidden); set it to True to allow'
     },
-    { seq: 5, type: 'session_update', update: null },
-    { seq: 6, type: 'turn_started', prompt: 'not blocks' },
-    { seq: 7, type: 'permission_resolved', request_id: 'never-asked' }
+    { seq: 5, type: 'audit', power: 'tool', action: 'client_execute_code', decision: 'refused', rule: 'no_turn' },
+    { seq: 6, type: 'session_update', update: null },
+    { seq: 7, type: 'turn_started', prompt: 'not blocks' },
+    { seq: 8, type: 'permission_resolved', request_id: 'never-asked' },
+    { seq: 9, type: 'audit', decision: 'refused' }
   ]);
   assert.equal(changes, 1);
-  assert.equal(m.lastSeq, 7);
+  assert.equal(m.lastSeq, 9);
   assert.deepEqual(m.alwaysAllowed, ['client_edit_cell', 'client_execute_cells']);
   const audits = m.items.filter(i => i.kind === 'audit');
-  assert.equal(audits.length, 1, 'only refusals make a line');
-  assert.match((audits[0] as any).text, /^Refused: Write files — hidden files are refused .*allow_hidden/);
-  m.apply({ seq: 8, type: 'policy_changed', always_allowed: [] });
+  assert.equal(audits.length, 3, 'only refusals make a line');
+  assert.match((audits[0] as any).text, /^Refused: Write files — hidden files are refused .*allow_hidden.* \(rule: hidden\)$/);
+  assert.equal((audits[1] as any).text, 'Refused: Run code (rule: no_turn)');
+  assert.equal((audits[2] as any).text, 'Refused: an action');
+  m.apply({ seq: 10, type: 'policy_changed', always_allowed: [] });
   assert.deepEqual(m.alwaysAllowed, []);
   assert.equal(toolLabel('client_edit_cell'), 'Edit cell');
   assert.equal(toolLabel('client_execute_cells'), 'Run cells');
