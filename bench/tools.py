@@ -87,6 +87,10 @@ class BenchAgent:
                 args = {**meta, "cell_ids": spec["cell_ids"]}
                 await self.timed(5, "_jupyter-acp/execute_cells", args)
                 out["execute"] = {"tool": await self.timed(rounds, "_jupyter-acp/execute_cells", args)}
+            elif what == "execute_code":
+                args = {**meta, "code": spec["code"]}
+                await self.timed(5, "_jupyter-acp/execute_code", args)
+                out["execute_code"] = {"tool": await self.timed(rounds, "_jupyter-acp/execute_code", args)}
         return out
 
     async def handle(self, msg: dict[str, Any]) -> None:
@@ -304,6 +308,7 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
             floor_exec = bare.timed(rounds, lambda: bare.execute("x = 6 * 7\nprint(x)"))
             res = turn({"rounds": rounds, "what": ["execute"], "cell_ids": ["benchcell"]})["execute"]["tool"]
             floor_exec += bare.timed(rounds, lambda: bare.execute("x = 6 * 7\nprint(x)"))
+            scratch = turn({"rounds": rounds, "what": ["execute_code"], "code": "x = 6 * 7\nprint(x)"})["execute_code"]["tool"]
             inspect = {"type": "request", "seq": 1, "command": "inspectVariables", "arguments": {}}
             floor_vars = bare.timed(rounds, lambda: bare.request("control", "debug_request", inspect, False))
             var = turn({"rounds": rounds, "what": ["variables"]})["variables"]["tool"]
@@ -311,6 +316,7 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
             print(f"bare execute round trip over the gateway WebSocket (to idle): {ms(floor_exec)}")
             print(f"bare inspectVariables over the gateway WebSocket: {ms(floor_vars)}")
             print(f"client_execute_cells (one cell, outputs into the live document): {ms(res)}")
+            print(f"client_execute_code (the same code, nothing written into the document): {ms(scratch)}")
             print(f"client_list_variables: {ms(var)}")
             print(f"client_execute_cells vs bare gateway execute: {statistics.median(res) / f_exec:.2f}x (goal <= 1.5x)")
             print(f"client_list_variables vs bare gateway execute: {statistics.median(var) / f_exec:.2f}x (goal <= 1.5x); "

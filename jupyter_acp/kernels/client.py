@@ -149,7 +149,11 @@ class KernelConnection:
             if channel == "iopub":
                 if msg.get("msg_type") == "status":
                     state = (msg.get("content") or {}).get("execution_state")
-                    if state in ("restarting", "dead") and self.remote:
+                    if (msg.get("parent_header") or {}).get("msg_type") == "shutdown_request":
+                        # someone (Kernel > Restart, a shutdown, the gateway) asked the kernel to stop:
+                        # what is pending will not be answered by this process
+                        self._lose("the kernel was restarted or shut down; its variables are gone. Run the cells it needs again")
+                    elif state in ("restarting", "dead") and self.remote:
                         # the gateway's restarter found the kernel dead (jupyter_server's WebSocket says so)
                         what = "is being restarted by the gateway" if state == "restarting" else "could not be restarted"
                         self._lose(f"the kernel died and {what}; its variables are gone. Run the cells it needs again")

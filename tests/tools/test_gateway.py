@@ -113,17 +113,24 @@ class TestGatewayGone:
 
 
 async def test_a_restart_is_followed(make_notebook, start_kernel, tool_ctx, call, jp_fetch, kernel_mode):
-    """Local and gateway alike: after Kernel > Restart the tools talk to the new process."""
-    path = make_notebook(f"restart-{kernel_mode}.ipynb", ["b = 2"])
+    """Local and gateway alike: a cell running through Kernel > Restart is answered at once, and the
+    tools then talk to the new process."""
+    path = make_notebook(f"restart-{kernel_mode}.ipynb", ["b = 2", "import time\ntime.sleep(60)"])
     kid = await start_kernel(path)
     ctx = await tool_ctx(path)
-    cid = (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"][0]["id"]
-    await call(ctx, "client_execute_cells", {"cell_ids": [cid]})
+    ids = [c["id"] for c in (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"]]
+    await call(ctx, "client_execute_cells", {"cell_ids": [ids[0]]})
     res = await call(ctx, "client_list_variables")
     assert [v["name"] for v in res["structuredContent"]["variables"]] == ["b"]
     res = await call(ctx, "client_inspect_variable", {"name": "b"})  # makes the subshell
     assert res["structuredContent"]["value"] == "2"
+    running = asyncio.ensure_future(call(ctx, "client_execute_cells", {"cell_ids": [ids[1]], "timeout": 120}))
+    await asyncio.sleep(1.0)
+    t0 = time.monotonic()
     await jp_fetch("api", "kernels", kid, "restart", method="POST", body="{}")
+    res = await asyncio.wait_for(running, 30)
+    assert res["isError"] and "restarted" in text(res), res
+    assert time.monotonic() - t0 < 10, "the restart was noticed only at the timeout"
 
     async def settled():
         res = await call(ctx, "client_execute_code", {"code": "print('alive')", "timeout": 5})
