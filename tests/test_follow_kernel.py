@@ -176,3 +176,31 @@ async def test_meta_discovery_states_the_widest_list_and_answers_no_kernel_at_ca
     answer = json.loads([e for e in events if e["type"] == "session_update"][-1]["update"]["content"]["text"])
     result = answer[0]["ok"]
     assert result["isError"] is True and "no kernel yet" in result["content"][0]["text"]
+
+
+@pytest.fixture
+def meta_only_agent(tmp_path):
+    """An agent that acknowledges only `meta` discovery, on an entry configured for `request` (the default)."""
+    script = tmp_path / "meta_only.py"
+    script.write_text(
+        "import sys\n"
+        "from jupyter_acp import convention\n"
+        "from jupyter_acp.testing import hostile\n"
+        "convention_meta = convention.agent_capability_meta\n"
+        "convention.agent_capability_meta = lambda modes=('meta',): convention_meta(('meta',))\n"
+        "hostile.main(sys.argv[1:])\n"
+    )
+    return script
+
+
+async def test_discovery_mode_must_be_one_the_agent_acknowledged(api, jp_root_dir, jp_serverapp, meta_only_agent, tmp_path):
+    from jupyter_acp.config import AgentSpec
+
+    app = jp_serverapp.web_app.settings["jupyter_acp"]
+    app.agent_specs["meta_only"] = AgentSpec(command=sys.executable, args=[str(meta_only_agent), "--report",
+                                             str(tmp_path / "meta_only.jsonl")], tool_channel="auto")
+    s = await api.open(notebook(jp_root_dir, "ack.ipynb", ["1"]), "meta_only")
+    await ready(api, s["id"])
+    session = await api.call("GET", "sessions", s["id"])
+    # it acknowledged `meta` only, and we discover by `request`: the tools go over MCP instead of never arriving
+    assert session["tool_channels"] in (["mcp-http"], ["mcp-stdio"])

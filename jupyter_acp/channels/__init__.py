@@ -23,7 +23,8 @@ SHIM_BEARER_ENV = "JUPYTER_ACP_MCP_BEARER"
 def choose_channels(configured: str, conn: AgentConnection) -> frozenset[str]:
     """The channels that carry the tools to this agent.
 
-    ``auto``: the client-tools convention when the agent acknowledges it; else HTTP MCP when it
+    ``auto``: the client-tools convention when the agent acknowledges the configured discovery mode
+    (``client_tools_discovery``); else HTTP MCP when it
     advertises it; else the stdio shim (every ACP agent must take stdio MCP servers).
     ``mcpCapabilities`` alone is not trusted to rule HTTP out: configure ``mcp-http`` for agents
     known to use it.
@@ -37,7 +38,8 @@ def choose_channels(configured: str, conn: AgentConnection) -> frozenset[str]:
         return frozenset({configured})
     if configured == "both":
         return frozenset({CLIENT_TOOLS, MCP_HTTP if http else MCP_STDIO})
-    if conn.client_tools_modes:
+    if conn.spec.client_tools_discovery in conn.client_tools_modes:
+        # the convention only when the agent acknowledged the very discovery mode we use (else it never learns the list)
         return frozenset({CLIENT_TOOLS})
     return frozenset({MCP_HTTP if http else MCP_STDIO})
 

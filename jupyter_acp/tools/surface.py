@@ -35,7 +35,8 @@ def text_result(text: str, structured: dict[str, Any] | None = None) -> dict[str
 def error_result(text: str, kind: str = "declined", structured: dict[str, Any] | None = None) -> dict[str, Any]:
     """An MCP ``CallToolResult`` the model must react to: errors are answers."""
     out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
-    out["structuredContent"] = {"error": kind, **(structured or {})}
+    # the reason too: agents that show their model only structuredContent must still learn why
+    out["structuredContent"] = {"error": kind, "message": text, **(structured or {})}
     return out
 
 

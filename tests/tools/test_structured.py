@@ -146,11 +146,6 @@ async def test_every_tool_says_the_same_in_text_and_structured_content(
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="error_result (tools/surface.py, the lead engineer's file) puts only the kind in structuredContent: "
-    "an agent that shows its model only structuredContent never learns why a call was refused",
-)
 async def test_a_refusal_says_why_in_structured_content_too(jp_root_dir, tool_ctx, call):
     path = make(jp_root_dir, "structured/refused.ipynb")
     ctx = await tool_ctx(path)
