@@ -166,3 +166,38 @@ def test_the_summariser_is_a_module_and_its_source_is_what_the_kernel_runs():
     scope = {"get_ipython": lambda: type("Shell", (), {"user_ns": ns})()}
     assert json.loads(repr(eval(expr, scope)))["variables"][1]["name"] == "arr"
     assert set(scope) == {"get_ipython", "__builtins__"}
+
+
+def test_the_readme_hub_snippets_are_valid_configuration(monkeypatch):
+    """The JupyterHub section's snippets: every setting they name exists and takes that value."""
+    import re
+    from pathlib import Path
+
+    from jupyter_server.gateway.gateway_client import GatewayClient
+    from traitlets.config import Config
+
+    from jupyter_acp.app import JupyterACP
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## JupyterHub", 1)[1].split("\n## ", 1)[0]
+    blocks = [textwrap_dedent(b) for b in re.findall(r"```python\n(.*?)```", section, re.S)]
+    single_user = next(b for b in blocks if "jupyter_server_config.py" in b)
+    hub = next(b for b in blocks if "jupyterhub_config.py" in b)
+    c = Config()
+    exec(compile(single_user, "README single-user snippet", "exec"), {"c": c})
+    assert set(c) == {"JupyterACP", "GatewayClient"}
+    acp = JupyterACP(config=c)
+    assert "codex" in acp.agents and acp.default_agent == "builtin"
+    gw = GatewayClient(config=c)
+    assert gw.url.startswith("http://") and gw.request_timeout == 120.0
+    c = Config()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    exec(compile(hub, "README hub snippet", "exec"), {"c": c})
+    env = c.Spawner.environment
+    assert env["OPENAI_API_KEY"] == "sk-test" and env["JUPYTER_ACP_MODEL"].startswith("openai/")
+
+
+def textwrap_dedent(block: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(block)
