@@ -2,8 +2,8 @@
 ``parent_header.msg_id``.
 
 Built on jupyter_server's own clients: ``manager.client()`` gives a ZMQ ``AsyncKernelClient`` for a
-local kernel and a ``GatewayKernelClient`` (one WebSocket to the gateway carrying every channel) for a
-gateway kernel.  Above that, everything is the same for both:
+local kernel; a gateway kernel gets jupyter_server's ``GatewayKernelClient`` (one WebSocket to the
+gateway carrying every channel), opened with the gateway's auth headers (``gateway_client``).  Above that, everything is the same for both:
 
 * one reader per channel (shell, control, iopub) routes every message to the future or the callback
   of the request that caused it, so concurrent requests (a variable listing while a cell runs) never
@@ -47,6 +47,46 @@ def is_gateway_manager(manager: Any) -> bool:
     return isinstance(manager, GatewayKernelManager)
 
 
+def gateway_client(manager: Any, session: Any) -> Any:
+    """jupyter_server's ``GatewayKernelClient`` for a gateway kernel, made as ``manager.client()`` makes
+    it, whose WebSocket also carries the gateway's request headers (its ``Authorization`` token,
+    cookies, ``GatewayClient.headers``) and TLS settings: the stock client opens the WebSocket
+    without them, so a gateway with an auth token refuses it (401)."""
+    import ssl
+
+    import websocket
+    from jupyter_server.gateway.gateway_client import GatewayClient
+    from jupyter_server.gateway.managers import GatewayKernelClient
+    from jupyter_server.utils import ensure_async, url_escape, url_path_join
+
+    class AuthorizedGatewayKernelClient(GatewayKernelClient):
+        async def start_channels(self, shell=True, iopub=True, stdin=True, hb=True, control=True):
+            gw = GatewayClient.instance()
+            ws_url = url_path_join(gw.ws_url or "", gw.kernels_endpoint, url_escape(self.kernel_id), "channels")
+            headers = dict(gw.load_connection_args().get("headers") or {})
+            if not gw.auth_token:
+                headers.pop(gw.auth_header_key, None)  # not "token None"
+            sslopt: dict[str, Any] = {"ca_certs": gw.ca_certs, "certfile": gw.client_cert, "keyfile": gw.client_key}
+            if not gw.validate_cert:
+                sslopt["cert_reqs"] = ssl.CERT_NONE
+            self.channel_socket = websocket.create_connection(
+                ws_url,
+                timeout=GatewayClient.KERNEL_LAUNCH_TIMEOUT,
+                enable_multithread=True,
+                sslopt=sslopt,
+                header=headers,
+            )
+            await ensure_async(
+                super(GatewayKernelClient, self).start_channels(shell=shell, iopub=iopub, stdin=stdin, hb=hb, control=control)
+            )
+            self.response_router = threading.Thread(target=self._route_responses, daemon=True)
+            self.response_router.start()
+
+    kw: dict[str, Any] = dict(manager.get_connection_info(session=True))
+    kw.update({"connection_file": manager.connection_file, "parent": manager, "kernel_id": manager.kernel_id, "session": session})
+    return AuthorizedGatewayKernelClient(**kw)
+
+
 def generation(manager: Any) -> Any:
     """What changes when a local kernel is restarted under the same id (its process)."""
     provisioner = getattr(manager, "provisioner", None)
@@ -66,7 +106,7 @@ class KernelConnection:
         from jupyter_client.session import Session
 
         session = Session(key=manager.session.key, signature_scheme=manager.session.signature_scheme)
-        self.client = manager.client(session=session)
+        self.client = gateway_client(manager, session) if self.remote else manager.client(session=session)
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._iopub: dict[str, IopubCallback] = {}
         self._tasks: list[asyncio.Future[Any]] = []

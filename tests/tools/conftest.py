@@ -63,6 +63,12 @@ def gateway_url(request, kernel_mode) -> str | None:
     return request.getfixturevalue("kernel_gateway").url
 
 
+@pytest.fixture
+def gateway_config() -> dict[str, Any]:
+    """Override for more ``GatewayClient`` settings of a gateway-mode server (an auth token, ...)."""
+    return {}
+
+
 @pytest.fixture(scope="session")
 def spare_gateways():
     """Gateways a test starts for itself; stopped at the end of the run, after every server's cleanup
@@ -95,11 +101,11 @@ def rtc_enabled() -> bool:
 
 @pytest.fixture
 def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config, tools_config, rtc_enabled, gateway_url,
-                     _gateway_singleton):
+                     gateway_config, _gateway_singleton):
     extensions = {"jupyter_acp": True}
     if rtc_enabled:
         extensions.update({"jupyter_server_ydoc": True, "jupyter_server_fileid": True})
-    gateway = {"GatewayClient": {"url": gateway_url, "request_timeout": 30.0}} if gateway_url else {}
+    gateway = {"GatewayClient": {"url": gateway_url, "request_timeout": 30.0, **gateway_config}} if gateway_url else {}
     return {
         **gateway,
         "ServerApp": {"jpserver_extensions": extensions, "allow_unauthenticated_access": False},

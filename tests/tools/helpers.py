@@ -50,8 +50,9 @@ class KernelGateway:
     subprocess; its kernels are its own children, found by kernel id for the kill tests.
     ``nodelay=True`` runs it with TCP_NODELAY on its WebSockets (benchmarks: see ``NODELAY_GATEWAY``)."""
 
-    def __init__(self, port: int | None = None, *, nodelay: bool = False) -> None:
+    def __init__(self, port: int | None = None, *, nodelay: bool = False, auth_token: str | None = None) -> None:
         self.nodelay = nodelay
+        self.auth_token = auth_token
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: Any = None
@@ -69,7 +70,8 @@ class KernelGateway:
             [sys.executable, *(["-c", NODELAY_GATEWAY] if self.nodelay else ["-m", "kernel_gateway"]),
              "--KernelGatewayApp.ip=127.0.0.1",
              f"--KernelGatewayApp.port={self.port}", "--JupyterWebsocketPersonality.list_kernels=True",
-             "--KernelGatewayApp.port_retries=0"],
+             "--KernelGatewayApp.port_retries=0",
+             *([f"--KernelGatewayApp.auth_token={self.auth_token}"] if self.auth_token else [])],
             stdout=fd, stderr=fd, stdin=subprocess.DEVNULL, start_new_session=True,
         )
         os.close(fd)
@@ -78,7 +80,8 @@ class KernelGateway:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"jupyter kernelgateway exited ({self.proc.returncode}): {self.log()[-2000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/api/kernelspecs", timeout=2):
+                headers = {"Authorization": f"token {self.auth_token}"} if self.auth_token else {}
+                with urllib.request.urlopen(urllib.request.Request(self.url + "/api", headers=headers), timeout=2):
                     return
             except OSError:
                 if time.monotonic() > deadline:

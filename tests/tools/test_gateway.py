@@ -112,6 +112,35 @@ class TestGatewayGone:
         own_gateway.start()  # back on the same port: the server's shutdown asks it to stop the kernel
 
 
+class TestGatewayWithAToken:
+    """A gateway that wants its token on every request, the kernel WebSocket included."""
+
+    @pytest.fixture
+    def own_gateway(self, spare_gateways):
+        gw = KernelGateway(auth_token="gw-secret-123")
+        spare_gateways.append(gw)
+        gw.start()
+        return gw
+
+    @pytest.fixture
+    def gateway_url(self, own_gateway):
+        return own_gateway.url
+
+    @pytest.fixture
+    def gateway_config(self):
+        return {"auth_token": "gw-secret-123"}
+
+    async def test_tools_send_the_gateway_token(self, make_notebook, start_kernel, tool_ctx, call):
+        path = make_notebook("gw/token.ipynb", ["t = 'ok'\nprint(t)"])
+        await start_kernel(path)
+        ctx = await tool_ctx(path)
+        cid = (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"][0]["id"]
+        res = await call(ctx, "client_execute_cells", {"cell_ids": [cid]})
+        assert not res["isError"] and "ok" in text(res), res
+        res = await call(ctx, "client_list_variables")
+        assert [v["name"] for v in res["structuredContent"]["variables"]] == ["t"], res
+
+
 async def test_a_restart_is_followed(make_notebook, start_kernel, tool_ctx, call, jp_fetch, kernel_mode):
     """Local and gateway alike: a cell running through Kernel > Restart is answered at once, and the
     tools then talk to the new process."""
