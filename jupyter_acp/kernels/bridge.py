@@ -102,6 +102,32 @@ class KernelBridge:
         self._languages[kernel_id] = language
         return language
 
+    async def language_async(self, kernel_id: str) -> str | None:
+        """``language`` without blocking the event loop: a gateway's kernel spec is fetched with the
+        gateway spec manager's own async client.  Tool availability should call this one."""
+        if kernel_id in self._languages:
+            return self._languages[kernel_id]
+        try:
+            kernel = self._manager(kernel_id)
+        except Exception:
+            return None
+        if is_gateway_manager(kernel):
+            name = self.kernel_name(kernel_id)
+            try:
+                spec = self.serverapp.kernel_spec_manager.get_kernel_spec(name)
+                if asyncio.iscoroutine(spec):
+                    spec = await spec
+                language = ((spec or {}).get("spec") or {}).get("language") if isinstance(spec, dict) else getattr(spec, "language", None)
+                language = (language or "").lower() or None
+            except Exception as exc:
+                log.warning("the gateway's kernel spec %s could not be read: %s", name, describe(exc))
+                return None
+            if name:
+                self._spec_languages[name] = (time.monotonic(), language)
+            self._languages[kernel_id] = language
+            return language
+        return self.language(kernel_id)
+
     def _gateway_spec_language(self, name: str | None) -> str | None:
         """A gateway kernel spec's language.  The gateway's spec manager is async and this question is
         asked synchronously (tool lists), so it is fetched once per spec name with a short blocking GET

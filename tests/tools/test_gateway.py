@@ -230,3 +230,11 @@ def textwrap_dedent(block: str) -> str:
     import textwrap
 
     return textwrap.dedent(block)
+
+
+@GATEWAY
+async def test_language_without_blocking_the_loop(make_notebook, start_kernel, acp):
+    kid = await start_kernel(make_notebook("gw/lang.ipynb", ["1"]))
+    bridge = acp.tools.services.kernels
+    assert await bridge.language_async(kid) == "python"
+    assert bridge.language(kid) == "python"  # cached: no blocking fetch
