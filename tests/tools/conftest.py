@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import sys
 import time
 from typing import Any
 
