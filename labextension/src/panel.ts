@@ -504,6 +504,9 @@ class SessionView {
     if (this._poll !== null) {
       window.clearTimeout(this._poll);
     }
+    if (this.autoLoad !== null) {
+      window.clearTimeout(this.autoLoad);
+    }
     this.stream?.dispose();
     for (const entry of this.nodes.values()) {
       try {

@@ -80,7 +80,8 @@ def test_always_allow_is_shown_per_tool_and_revocable(ui, second_ui):
     # another browser on the same notebook's session follows the policy live (policy_changed events)
     b = second_ui
     b.open_lab(nb)
-    b.wait_ready("gate")
+    # bound to one of the notebook's sessions (the most recent one: which, depends on timing), then the built-in's
+    b.page.wait_for_function("() => !!document.querySelector('#jupyter-acp-sidebar').dataset.agent", timeout=LONG)
     b.pick_agent("builtin")
     other = b.panel.locator(".jp-ACP-policy")
     expect(other).to_be_hidden()
