@@ -284,10 +284,10 @@ interface IEntry {
   open?: boolean;
 }
 
-/** One agent session: its model, its stream and its rendered log. */
 /** Events asked per page of older history. */
 const HISTORY_PAGE = 200;
 
+/** One agent session: its model, its stream and its rendered log. */
 class SessionView {
   readonly model = new ChatModel();
   readonly log = el('div', 'jp-ACP-log');
@@ -1312,7 +1312,10 @@ export class AgentPanel extends Widget {
         ? `${label}. ${perm.source === 'client' ? 'In full' : 'The agent calls this option'}: “${opt.name}”.`
         : `The agent's option “${opt.name}” has an unknown kind (${opt.kind || 'none'}): what it does is up to the agent.`;
       if (opt.kind === 'allow_always') {
-        title += ' It runs without asking again in this notebook\'s session; undo that in the panel\'s header.';
+        title +=
+          perm.source === 'client'
+            ? " This tool then runs without asking in this notebook's session; × in the panel's header undoes it."
+            : ' The agent keeps this choice itself: what "always" covers is up to the agent.';
       }
       const b = button(label, `jp-ACP-option jp-ACP-permissionOption ${kindClass(opt.kind)}`, () => {
         row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = true));
