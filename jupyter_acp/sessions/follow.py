@@ -144,7 +144,7 @@ class ToolListFollower:
         kid = await self.hub.kernel_id_for(session.notebook)
         kernel = None
         if kid and kernels is not None:
-            language = kernels.language(kid)
+            language = await kernels.language_async(kid)
             kernel = language.capitalize() if isinstance(language, str) and language else kernels.kernel_name(kid)
         text = describe_change(set(current - listed), set(listed - current), kernel)
         session.tools_stale = False

@@ -24,7 +24,7 @@ def _svc(ctx: ToolContext) -> ToolServices:
 async def _language(ctx: ToolContext) -> str | None:
     if "language" not in ctx.cache:
         kid = await ctx.kernel_id()
-        ctx.cache["language"] = _svc(ctx).kernels.language(kid) if kid else None
+        ctx.cache["language"] = await _svc(ctx).kernels.language_async(kid) if kid else None
     return ctx.cache["language"]
 
 

@@ -54,7 +54,7 @@ async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
         kernel = {
             "id": kid,
             "name": svc.kernels.kernel_name(kid),
-            "language": svc.kernels.language(kid),
+            "language": await svc.kernels.language_async(kid),
             "state": svc.kernels.execution_state(kid),
         }
     rows = []

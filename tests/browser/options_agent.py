@@ -66,7 +66,7 @@ class OptionsAgent(ScriptedAgent):
     async def on_session_prompt(self, params: dict[str, Any]) -> Any:
         sid = params.get("sessionId")
         texts = [b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"]
-        if texts and "switch yourself" in texts[-1] and sid in self.options:
+        if any("switch yourself" in t for t in texts) and sid in self.options:  # a preamble may follow
             for o in self.options[sid]:
                 if o["id"] == "mode":
                     o["currentValue"] = "plan"
