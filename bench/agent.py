@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jupyter_acp.acp.wire import JsonRpcConnection  # noqa: E402
+from jupyter_acp.protocol.jsonrpc import JsonRpcConnection  # noqa: E402
 from jupyter_acp.testing.fake_model import FakeModel  # noqa: E402
 
 SDK_ECHO_AGENT = r'''

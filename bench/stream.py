@@ -25,7 +25,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from jupyter_acp.acp.process import AgentProcess
-from jupyter_acp.acp.wire import JsonRpcConnection
+from jupyter_acp.protocol.jsonrpc import JsonRpcConnection
 from jupyter_acp.testing.server import ServerProcess
 
 AGENT = [sys.executable, "-m", "jupyter_acp.testing.agents", "stream"]

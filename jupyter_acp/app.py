@@ -12,7 +12,7 @@ from tornado import web
 from traitlets import Dict, Float, Integer, Unicode, default
 
 from . import __version__
-from .config import AgentSpec, default_agents, detected_agents
+from .agents.catalog import AgentSpec, default_agents, detected_agents
 from .acp.process import curated_env
 from .handlers import handlers
 from .hub import SessionHub

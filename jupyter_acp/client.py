@@ -10,8 +10,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import convention
-from .acp.wire import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
+from .protocol import client_tools
+from .protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
 from .channels import CLIENT_TOOLS
 from .sessions.files import FileRefused
 from .sessions.gate import FS_READ, FS_WRITE, Action, Refused, call_ids
@@ -77,7 +77,7 @@ class ClientEndpoint:
             return await self._read_text_file(params)
         if method == FS_WRITE:
             return await self._write_text_file(params)
-        if method == convention.TOOLS_LIST_METHOD:
+        if method == client_tools.TOOLS_LIST_METHOD:
             return await self._list_tools(params)
         tool = self.hub.tools.by_method(method)
         if tool is not None:
@@ -108,7 +108,7 @@ class ClientEndpoint:
                 title=f"Read {path}", kind="read", destructive=False, preview=str(path),
             )
         except FileRefused as exc:
-            self.hub.gate.audit(session, action, "refused", exc.rule)
+            self.hub.gate.audit(session, action, "refused", exc.rule, str(exc))
             raise self._refused(exc) from None
         except Refused as exc:
             raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
@@ -132,7 +132,7 @@ class ClientEndpoint:
                 content=[diff],
             )
         except FileRefused as exc:
-            self.hub.gate.audit(session, action, "refused", exc.rule)
+            self.hub.gate.audit(session, action, "refused", exc.rule, str(exc))
             raise self._refused(exc) from None
         except Refused as exc:
             raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
@@ -140,7 +140,7 @@ class ClientEndpoint:
 
     # -- client tools ----------------------------------------------------------------------------
     async def _list_tools(self, params: dict[str, Any]) -> dict[str, Any]:
-        session = self.hub.session_for_acp(self.conn, convention.session_of_call(params))
+        session = self.hub.session_for_acp(self.conn, client_tools.session_of_call(params))
         if session is None:
             # request mode during session/new: the session being set up is the only candidate
             session = self.conn.setting_up
@@ -154,11 +154,11 @@ class ClientEndpoint:
         return {"tools": [t.to_wire() for t in tools]}
 
     async def _call_tool(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
-        acp_sid = convention.session_of_call(params)
+        acp_sid = client_tools.session_of_call(params)
         session = self.hub.session_for_acp(self.conn, acp_sid)
         if session is None:
             raise RpcError(INVALID_PARAMS, f"tool call names session {acp_sid!r}, which this agent does not own")
-        ids = call_ids(params.get("_meta"), convention.NAMESPACE)
+        ids = call_ids(params.get("_meta"), client_tools.NAMESPACE)
         return await self.hub.gate.call_tool(
-            session, name, convention.strip_meta(params), channel=CLIENT_TOOLS, ids=ids
+            session, name, client_tools.strip_meta(params), channel=CLIENT_TOOLS, ids=ids
         )

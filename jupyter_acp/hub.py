@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import convention, jsonwire
+from .protocol import client_tools, codec
 from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
-from .acp.wire import RpcError
+from .protocol.jsonrpc import RpcError
 from .channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
 from .client import ClientEndpoint
-from .config import AgentSpec
-from .paths import PathError, notebook_api_path
+from .agents.catalog import AgentSpec
+from .protocol.paths import PathError, notebook_api_path
 from .store import SessionRecord, StoreError, TranscriptStore
 from .sessions.files import FileRules
 from .sessions.follow import ToolListFollower
@@ -41,7 +41,7 @@ Subscriber = Callable[[list[dict[str, Any]], list[str]], None]
 
 
 def encode(event: dict[str, Any]) -> str:
-    return jsonwire.dumps(event)
+    return codec.dumps(event)
 
 
 class HubError(Exception):
@@ -420,7 +420,7 @@ class SessionHub:
             spec = self.specs()[agent]
             conn = AgentConnection(
                 agent,
-                spec,
+                spec.argv,
                 env=self.app.agent_env(spec),
                 cwd=self.serverapp.root_dir,
                 handler_factory=lambda c: ClientEndpoint(self, c),
@@ -436,11 +436,12 @@ class SessionHub:
 
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
         caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-        channel = conn.spec.tool_channel
+        spec = self.specs()[conn.name]
+        channel = spec.tool_channel
         if channel in ("auto", "client-tools", "both"):
-            discovery = conn.spec.client_tools_discovery
-            tools = [t.to_wire() for t in self.tools.all()] if discovery == convention.DISCOVERY_META else None
-            caps["_meta"] = convention.client_capability_meta(discovery, tools)
+            discovery = spec.client_tools_discovery
+            tools = [t.to_wire() for t in self.tools.all()] if discovery == client_tools.DISCOVERY_META else None
+            caps["_meta"] = client_tools.client_capability_meta(discovery, tools)
         return caps
 
     def _on_bad_frame(self, conn: AgentConnection, text: str) -> None:
@@ -592,7 +593,8 @@ class SessionHub:
 
     async def _mcp_servers(self, session: NotebookSession, conn: AgentConnection) -> list[dict[str, Any]]:
         """The ``mcpServers`` of session/new|load|resume: the tool host, when this agent needs it."""
-        session.channels = choose_channels(conn.spec.tool_channel, conn)
+        spec = self.specs()[conn.name]
+        session.channels = choose_channels(spec.tool_channel, spec.client_tools_discovery, conn)
         if not session.channels & {MCP_HTTP, MCP_STDIO}:
             return []
         host = await self._tool_host()

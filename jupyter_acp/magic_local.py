@@ -6,7 +6,7 @@ ACP client code the server uses (``acp/connection.py`` on ``acp/wire.py``), on a
 background thread; the magic's main thread reads the same events the server would send, so rendering,
 permissions and cancel are the same code.  What is missing here: notebook cells and the sidebar. The
 agent's tools are this kernel's variables (``client_list_variables``, ``client_inspect_variable``, the names the server uses), lent
-through the ``org.mini-me`` client-tools convention.
+through the ``org.mini-me`` client-tools client_tools.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import uuid
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from . import convention
+from .protocol import client_tools
 from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from .acp.process import curated_env
-from .acp.wire import METHOD_NOT_FOUND, RpcError
-from .config import AgentSpec, default_agents
+from .protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
+from .agents.catalog import AgentSpec, default_agents
 
 if TYPE_CHECKING:  # pragma: no cover
     from .magic import AcpMagics
@@ -63,7 +63,7 @@ def _public(ns: dict[str, Any]) -> dict[str, Any]:
 
 
 def variable_tools() -> list[dict[str, Any]]:
-    prefix = convention.TOOL_METHOD_PREFIX
+    prefix = client_tools.TOOL_METHOD_PREFIX
     return [
         {
             "name": "client_list_variables",
@@ -116,7 +116,7 @@ class _Client:
         self.conn = conn
 
     def _session(self, params: Any) -> _LocalSession | None:
-        acp_id = (params or {}).get("sessionId") or convention.session_of_call(params)
+        acp_id = (params or {}).get("sessionId") or client_tools.session_of_call(params)
         for s in self.backend.sessions.values():
             if s.acp_session_id == acp_id:
                 return s
@@ -161,15 +161,15 @@ class _Client:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(str(params.get("content", "")))
             return None
-        if method == convention.TOOLS_LIST_METHOD:
+        if method == client_tools.TOOLS_LIST_METHOD:
             return {"tools": variable_tools()}
-        prefix = convention.TOOL_METHOD_PREFIX
+        prefix = client_tools.TOOL_METHOD_PREFIX
         if method == prefix + "list_variables":
             ns = _public(self.backend.namespace())
             lines = [f"{k}: {_summary(v).splitlines()[0]}" for k, v in sorted(ns.items())]
             return {"content": [{"type": "text", "text": "\n".join(lines) or "(no variables)"}], "isError": False}
         if method == prefix + "inspect_variable":
-            name = str(convention.strip_meta(params).get("name", ""))
+            name = str(client_tools.strip_meta(params).get("name", ""))
             ns = self.backend.namespace()
             if name not in ns:
                 return {"content": [{"type": "text", "text": f"no variable named {name!r}"}], "isError": True}
@@ -248,14 +248,14 @@ class LocalBackend:
             spec = specs[agent]
             conn = AgentConnection(
                 agent,
-                spec,
+                spec.argv,
                 env=curated_env(os.environ, passthrough=spec.passthrough_env, extra=spec.env),
                 cwd=os.getcwd(),
                 handler_factory=lambda c: _Client(self, c),
                 client_capabilities=lambda c: {
                     "fs": {"readTextFile": True, "writeTextFile": True},
                     "terminal": False,
-                    "_meta": convention.client_capability_meta(convention.DISCOVERY_META, variable_tools()),
+                    "_meta": client_tools.client_capability_meta(client_tools.DISCOVERY_META, variable_tools()),
                 },
                 max_frame_bytes=16 * 1024 * 1024,
                 start_timeout=60.0,

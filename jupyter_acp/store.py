@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import jsonwire
+from .protocol import codec
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def cap_event(event: dict[str, Any], text: str, max_bytes: int) -> tuple[dict[st
             gone = text_bytes(removed)
             container[key] = value[:keep] + f"… [cut: {human(gone)} not kept]"
             excess -= gone - 40
-        text = jsonwire.dumps(ev)
+        text = codec.dumps(ev)
         size = text_bytes(text)
         if size <= max_bytes:
             return ev, text
@@ -149,8 +149,8 @@ def cap_event(event: dict[str, Any], text: str, max_bytes: int) -> tuple[dict[st
         stub["update"] = {k: v for k, v in update.items() if isinstance(v, (int, float, bool)) or (
             isinstance(v, str) and len(v) <= 256)}
     stub = {k: (v[:256] + "…" if isinstance(v, str) and len(v) > 256 else v) for k, v in stub.items()}
-    stub["cut"] = f"[cut: an event of {human(text_bytes(jsonwire.dumps(event)))} not kept] (JupyterACP.max_event_bytes)"
-    return stub, jsonwire.dumps(stub)
+    stub["cut"] = f"[cut: an event of {human(text_bytes(codec.dumps(event)))} not kept] (JupyterACP.max_event_bytes)"
+    return stub, codec.dumps(stub)
 
 
 class SessionRecord(BaseModel):
@@ -411,7 +411,7 @@ class TranscriptStore:
                     f"dropped to keep this history under {human(limit)} (JupyterACP.max_session_bytes); "
                     "the prompts and turn ends stay",
         }
-        text = jsonwire.dumps(notice)
+        text = codec.dumps(notice)
         db.execute("INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)",
                    (session_id, first, "notice", text_bytes(text), text))
         self._bytes[session_id] = total - dropped + text_bytes(text)
@@ -426,7 +426,7 @@ class TranscriptStore:
             size = text_bytes(text)
             if out and max_bytes is not None and used + size > max_bytes:
                 break
-            event = jsonwire.loads(text)
+            event = codec.loads(text)
             if self.max_event_bytes > 0 and size > self.max_event_bytes:  # stored before the cap existed
                 event, text = cap_event(event, text, self.max_event_bytes)
                 size = text_bytes(text)

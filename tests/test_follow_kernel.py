@@ -184,7 +184,7 @@ def meta_only_agent(tmp_path):
     script = tmp_path / "meta_only.py"
     script.write_text(
         "import sys\n"
-        "from jupyter_acp import convention\n"
+        "from jupyter_acp.protocol import client_tools as convention\n"
         "from jupyter_acp.testing import hostile\n"
         "convention_meta = convention.agent_capability_meta\n"
         "convention.agent_capability_meta = lambda modes=('meta',): convention_meta(('meta',))\n"
@@ -194,7 +194,7 @@ def meta_only_agent(tmp_path):
 
 
 async def test_discovery_mode_must_be_one_the_agent_acknowledged(api, jp_root_dir, jp_serverapp, meta_only_agent, tmp_path):
-    from jupyter_acp.config import AgentSpec
+    from jupyter_acp.agents.catalog import AgentSpec
 
     app = jp_serverapp.web_app.settings["jupyter_acp"]
     app.agent_specs["meta_only"] = AgentSpec(command=sys.executable, args=[str(meta_only_agent), "--report",

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from jupyter_acp.acp.connection import AgentConnection
-from jupyter_acp.acp.wire import INVALID_PARAMS
+from jupyter_acp.protocol.jsonrpc import INVALID_PARAMS
 from jupyter_acp.client import ClientEndpoint
 from jupyter_acp.tools import ToolDef, text_result
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 PROBE = textwrap.dedent(
     """
     import asyncio, sys
-    from jupyter_acp.acp.wire import RpcError, serve_stdio
+    from jupyter_acp.protocol.jsonrpc import RpcError, serve_stdio
     from jupyter_acp.testing.agents import ScriptedAgent, parse_args
 
     class Probe(ScriptedAgent):

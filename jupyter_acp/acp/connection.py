@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__, convention
-from ..config import AgentSpec
+from .. import __version__
+
+from ..protocol import client_tools
 from .process import AgentProcess
-from .wire import AUTH_REQUIRED, ConnectionClosed, Handler, JsonRpcConnection, RpcError
+from ..protocol.jsonrpc import AUTH_REQUIRED, ConnectionClosed, Handler, JsonRpcConnection, RpcError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class AgentConnection:
     def __init__(
         self,
         name: str,
-        spec: AgentSpec,
+        argv: list[str],
         *,
         env: dict[str, str],
         cwd: str,
@@ -49,7 +50,8 @@ class AgentConnection:
         on_exit: Callable[[AgentConnection], None],
     ) -> None:
         self.name = name
-        self.spec = spec
+        #: the command line (from configuration only, never from a request)
+        self.argv = list(argv)
         self._env = env
         self._cwd = cwd
         self._handler_factory = handler_factory
@@ -98,7 +100,7 @@ class AgentConnection:
 
     @property
     def client_tools_modes(self) -> list[str]:
-        return convention.agent_acknowledged_modes(self.agent_capabilities)
+        return client_tools.agent_acknowledged_modes(self.agent_capabilities)
 
     @property
     def auth_methods(self) -> list[dict[str, Any]]:
@@ -137,12 +139,12 @@ class AgentConnection:
             self.restarts += 1
         self.state = "starting"
         self.generation += 1
-        self.process = AgentProcess(self.spec.argv, self._env, self._cwd, stderr_bytes=self._stderr_bytes)
+        self.process = AgentProcess(self.argv, self._env, self._cwd, stderr_bytes=self._stderr_bytes)
         try:
             reader, writer = await self.process.start()
         except OSError as exc:
             self.state = "dead"
-            self.last_error = f"agent {self.name!r} could not be started ({self.spec.command}): {exc}"
+            self.last_error = f"agent {self.name!r} could not be started ({self.argv[0]}): {exc}"
             raise AgentError(self.last_error) from exc
         self.rpc = JsonRpcConnection(
             reader,
@@ -266,6 +268,6 @@ class AgentConnection:
                 desc = m.get("description") or ""
                 parts.append(f"{m.get('name') or m.get('id')}" + (f": {desc}" if desc else ""))
             text += ". It offers: " + "; ".join(parts)
-        cmd = self.spec.command
+        cmd = self.argv[0]
         text += f". Log in from a terminal (for example by running `{cmd}`'s login command), then send the prompt again."
         return text

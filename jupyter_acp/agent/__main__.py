@@ -15,7 +15,7 @@ import sys
 
 #: loggers that would print prompts, requests or environment values at DEBUG: held at WARNING
 QUIET_LOGGERS = ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router", "litellm", "httpx", "httpcore", "httpx2", "openai",
-                 "mcp", "aiohttp", "asyncio", "jupyter_acp.acp.wire")
+                 "mcp", "aiohttp", "asyncio", "jupyter_acp.protocol.jsonrpc")
 
 
 def _env_float(name: str, default: float) -> float:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..acp.wire import INVALID_PARAMS, RpcError
+from ..protocol.jsonrpc import INVALID_PARAMS, RpcError
 
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # a bigger incoming line ends the connection
 MAX_PROMPT_BYTES = 1024 * 1024

@@ -1,6 +1,6 @@
 """The agent's ACP side: sessions, limits, prompts, cancel, load/resume, modes and the model option.
 
-Built on ``jupyter_acp.acp.wire`` (raw JSON frames, a task per incoming request so the agent can ask
+Built on ``jupyter_acp.protocol.jsonrpc`` (raw JSON frames, a task per incoming request so the agent can ask
 the client for tools and permissions while it serves a prompt).  The rules are Moltis's (see
 ``limits.py``): a session operation holds a slot (at most 4 at once, one per session); updates are
 sent, in order, before the response that ends the request; a cancel always wins.
@@ -17,8 +17,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__, convention
-from ..acp.wire import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, JsonRpcConnection, RpcError, serve_stdio
+from .. import __version__
+
+from ..protocol import client_tools
+from ..protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, JsonRpcConnection, RpcError, serve_stdio
 from . import limits
 from .history import HistoryStore, SessionNotFound, history_to_updates
 from .limits import invalid
@@ -217,15 +219,15 @@ class BuiltinAgent:
         asked = params.get("protocolVersion")
         self.client_caps = params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
         meta = self.client_caps.get("_meta") if isinstance(self.client_caps.get("_meta"), dict) else {}
-        entry = (meta.get(convention.NAMESPACE) or {}) if isinstance(meta.get(convention.NAMESPACE), dict) else {}
-        ct = entry.get(convention.CLIENT_TOOLS_KEY)
+        entry = (meta.get(client_tools.NAMESPACE) or {}) if isinstance(meta.get(client_tools.NAMESPACE), dict) else {}
+        ct = entry.get(client_tools.CLIENT_TOOLS_KEY)
         self.client_tools = ct if isinstance(ct, dict) else {}
         caps: dict[str, Any] = {"loadSession": not self.echo, "promptCapabilities": {"embeddedContext": True}}
         # echo sessions close too: a client past its session cap closes the least recently used one
         caps["sessionCapabilities"] = {"close": {}} if self.echo else {"resume": {}, "close": {}}
         if not self.echo:
             caps["mcpCapabilities"] = {"http": True, "sse": False}
-            caps["_meta"] = convention.agent_capability_meta()
+            caps["_meta"] = client_tools.agent_capability_meta()
         return {
             "protocolVersion": 1 if not isinstance(asked, int) or asked >= 1 else asked,
             "agentCapabilities": caps,
@@ -244,13 +246,13 @@ class BuiltinAgent:
         discovery = self.client_tools.get("discovery")
 
         async def client_list() -> list[Tool]:
-            if discovery == convention.DISCOVERY_META:
+            if discovery == client_tools.DISCOVERY_META:
                 return client_tools_from(self.client_tools.get("tools"), self.conn, timeout)
-            if discovery == convention.DISCOVERY_REQUEST:
+            if discovery == client_tools.DISCOVERY_REQUEST:
                 try:
                     res = await self.conn.request(
-                        convention.TOOLS_LIST_METHOD,
-                        {"cwd": sess.cwd, "_meta": {convention.NAMESPACE: {"sessionId": sess.id, "reason": reason}}},
+                        client_tools.TOOLS_LIST_METHOD,
+                        {"cwd": sess.cwd, "_meta": {client_tools.NAMESPACE: {"sessionId": sess.id, "reason": reason}}},
                         timeout=30,
                     )
                 except (RpcError, asyncio.TimeoutError) as exc:

@@ -16,7 +16,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import convention
+from ..protocol import client_tools
 from .limits import MAX_TOOL_VALUE_BYTES, McpServerSpec
 
 log = logging.getLogger("jupyter_acp.agent.tools")
@@ -182,11 +182,11 @@ def client_tools_from(entries: Any, conn: Any, timeout: float) -> list[Tool]:
 
 
 def _client_caller(conn: Any, method: str, timeout: float) -> Callable[[dict[str, Any], str, str], Awaitable[ToolResult]]:
-    from ..acp.wire import ConnectionClosed, RpcError
+    from ..protocol.jsonrpc import ConnectionClosed, RpcError
 
     async def call(arguments: dict[str, Any], sid: str, call_id: str) -> ToolResult:
         params = {k: v for k, v in arguments.items() if k != "_meta"}
-        params["_meta"] = convention.call_meta(sid, call_id or None)
+        params["_meta"] = client_tools.call_meta(sid, call_id or None)
         try:
             result = await conn.request(method, params, timeout=timeout)
         except RpcError as exc:

@@ -20,7 +20,7 @@ SHIM_URL_ENV = "JUPYTER_ACP_MCP_URL"
 SHIM_BEARER_ENV = "JUPYTER_ACP_MCP_BEARER"
 
 
-def choose_channels(configured: str, conn: AgentConnection) -> frozenset[str]:
+def choose_channels(configured: str, discovery: str, conn: AgentConnection) -> frozenset[str]:
     """The channels that carry the tools to this agent.
 
     ``auto``: the client-tools convention when the agent acknowledges the configured discovery mode
@@ -38,7 +38,7 @@ def choose_channels(configured: str, conn: AgentConnection) -> frozenset[str]:
         return frozenset({configured})
     if configured == "both":
         return frozenset({CLIENT_TOOLS, MCP_HTTP if http else MCP_STDIO})
-    if conn.spec.client_tools_discovery in conn.client_tools_modes:
+    if discovery in conn.client_tools_modes:
         # the convention only when the agent acknowledged the very discovery mode we use (else it never learns the list)
         return frozenset({CLIENT_TOOLS})
     return frozenset({MCP_HTTP if http else MCP_STDIO})

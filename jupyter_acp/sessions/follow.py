@@ -87,6 +87,8 @@ class ToolListFollower:
 
     def kernel_changed(self) -> None:
         """Some kernel started, restarted or stopped: check every session whose agent holds a list."""
+        if self.hub._closing:  # kernels are shut down after the extension stops: nothing to tell anyone
+            return
         for session in list(self.hub.sessions.values()):
             if self.following(session) and session.id not in self._pending:
                 self._pending[session.id] = self.hub._spawn(self._check_soon(session))

@@ -322,10 +322,12 @@ class Gate:
         return sorted(session.always_allowed)
 
     # -- audit -----------------------------------------------------------------------------------
-    def audit(self, session: NotebookSession, action: Action, decision: str, rule: str) -> None:
+    def audit(self, session: NotebookSession, action: Action, decision: str, rule: str, message: str = "") -> None:
+        extra = {"message": message} if message else {}
         self.hub.emit(
             session,
             "audit",
+            **extra,
             power=action.power,
             action=action.name,
             channel=action.channel,
@@ -370,7 +372,7 @@ class Gate:
                 self.refuse_by_policy(action, destructive=True)
                 how = "checked by the tool with its preview"
         except Refused as refusal:
-            self.audit(session, action, "refused", refusal.rule)
+            self.audit(session, action, "refused", refusal.rule, str(refusal))
             return error_result(str(refusal), kind=refusal.kind, structured={"rule": refusal.rule})
         self.hub.count_tool_call(session)
         with self.hub.serving(session):
@@ -398,7 +400,7 @@ class Gate:
                 session, action, title=title, kind=kind, destructive=destructive, preview=preview, content=content
             )
         except Refused as refusal:
-            self.audit(session, action, "refused", refusal.rule)
+            self.audit(session, action, "refused", refusal.rule, str(refusal))
             raise
         with self.hub.serving(session):
             result = await run()

@@ -38,7 +38,7 @@ import uuid
 from typing import Any
 
 from ..channels import PREAMBLE_MARK
-from ..acp.wire import AUTH_REQUIRED, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
+from ..protocol.jsonrpc import AUTH_REQUIRED, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
 
 
 class ScriptedAgent:

@@ -32,8 +32,8 @@ import json
 import uuid
 from typing import Any
 
-from .. import convention
-from ..acp.wire import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
+from ..protocol import client_tools
+from ..protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcConnection, RpcError, serve_stdio
 from .agents import mcp_roundtrip
 
 
@@ -52,15 +52,15 @@ class HostileAgent:
     async def handle_request(self, method: str, params: Any) -> Any:
         params = params if isinstance(params, dict) else {}
         if method == "initialize":
-            meta = ((params.get("clientCapabilities") or {}).get("_meta") or {}).get(convention.NAMESPACE) or {}
-            self.discovery = (meta.get(convention.CLIENT_TOOLS_KEY) or {}).get("discovery")
+            meta = ((params.get("clientCapabilities") or {}).get("_meta") or {}).get(client_tools.NAMESPACE) or {}
+            self.discovery = (meta.get(client_tools.CLIENT_TOOLS_KEY) or {}).get("discovery")
             return {
                 "protocolVersion": 1,
                 "agentCapabilities": {
                     "loadSession": False,
                     **({"sessionCapabilities": {"resume": {}}} if self.resume else {}),
                     "mcpCapabilities": {"http": True, "sse": False},
-                    "_meta": convention.agent_capability_meta(),
+                    "_meta": client_tools.agent_capability_meta(),
                 },
                 "agentInfo": {"name": "hostile", "version": "0"},
             }
@@ -94,11 +94,11 @@ class HostileAgent:
         raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
 
     async def _list(self, sid: str, reason: str) -> None:
-        if self.discovery != convention.DISCOVERY_REQUEST:
+        if self.discovery != client_tools.DISCOVERY_REQUEST:
             return
         try:
             answer = await self.conn.request(
-                convention.TOOLS_LIST_METHOD, {"_meta": {convention.NAMESPACE: {"sessionId": sid, "reason": reason}}}
+                client_tools.TOOLS_LIST_METHOD, {"_meta": {client_tools.NAMESPACE: {"sessionId": sid, "reason": reason}}}
             )
             names = [t.get("name") for t in (answer or {}).get("tools") or []]
         except RpcError as exc:
@@ -146,14 +146,14 @@ class HostileAgent:
             )
         if do == "tools_list":
             return await self.conn.request(
-                convention.TOOLS_LIST_METHOD, {"reason": "new", "_meta": convention.call_meta(sid)}
+                client_tools.TOOLS_LIST_METHOD, {"reason": "new", "_meta": client_tools.call_meta(sid)}
             )
         if do == "tool":
             name = str(a.get("name"))
-            meta = convention.call_meta(sid)
+            meta = client_tools.call_meta(sid)
             meta.update(a.get("meta") or {})
             params = {**(a.get("args") or {}), "_meta": meta}
-            method = convention.TOOL_METHOD_PREFIX + name[len(convention.TOOL_NAME_PREFIX):]
+            method = client_tools.TOOL_METHOD_PREFIX + name[len(client_tools.TOOL_NAME_PREFIX):]
             return await self.conn.request(method, params)
         if do == "mcp":
             params: dict[str, Any] = {"name": a.get("name"), "arguments": a.get("args") or {}}

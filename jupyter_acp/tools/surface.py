@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import convention
+from ..protocol import client_tools
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..hub import NotebookSession, SessionHub
@@ -96,10 +96,10 @@ class ToolDef:
     title: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name.startswith(convention.TOOL_NAME_PREFIX):
-            raise ValueError(f"client tool names start with {convention.TOOL_NAME_PREFIX!r}: {self.name}")
+        if not self.name.startswith(client_tools.TOOL_NAME_PREFIX):
+            raise ValueError(f"client tool names start with {client_tools.TOOL_NAME_PREFIX!r}: {self.name}")
         if not self.method:
-            self.method = convention.TOOL_METHOD_PREFIX + self.name[len(convention.TOOL_NAME_PREFIX) :]
+            self.method = client_tools.TOOL_METHOD_PREFIX + self.name[len(client_tools.TOOL_NAME_PREFIX) :]
         self.annotations = {"readOnlyHint": self.read_only, "destructiveHint": self.destructive, **self.annotations}
         if self.title:
             self.annotations.setdefault("title", self.title)

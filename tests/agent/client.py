@@ -8,7 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jupyter_acp.acp.wire import METHOD_NOT_FOUND, JsonRpcConnection, RpcError
+from jupyter_acp.protocol.jsonrpc import METHOD_NOT_FOUND, JsonRpcConnection, RpcError
 
 AGENT = [sys.executable, "-m", "jupyter_acp.agent"]
 

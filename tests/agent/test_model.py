@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_acp.acp.wire import INTERNAL_ERROR, RpcError
+from jupyter_acp.protocol.jsonrpc import INTERNAL_ERROR, RpcError
 from jupyter_acp.testing.fake_model import FakeModel
 
 from .client import AgentClient, initialize_params

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jupyter_acp.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from jupyter_acp.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 
 from .client import AGENT, AgentClient, initialize_params
 

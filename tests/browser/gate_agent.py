@@ -217,7 +217,7 @@ def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = 
 
 
 async def main() -> None:
-    from jupyter_acp.acp.wire import serve_stdio
+    from jupyter_acp.protocol.jsonrpc import serve_stdio
     from jupyter_acp.testing.agents import parse_args
 
     args = parse_args(["stream", "--chunks", "3"])

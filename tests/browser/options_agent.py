@@ -12,7 +12,7 @@ import asyncio
 import copy
 from typing import Any
 
-from jupyter_acp.acp.wire import INVALID_PARAMS, RpcError, serve_stdio
+from jupyter_acp.protocol.jsonrpc import INVALID_PARAMS, RpcError, serve_stdio
 from jupyter_acp.testing.agents import ScriptedAgent, parse_args
 
 OPTIONS = [

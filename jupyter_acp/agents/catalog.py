@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .acp.process import resolve_command
+from ..acp.process import resolve_command
 
 ToolChannel = Literal["auto", "client-tools", "mcp-http", "mcp-stdio", "both", "none"]
 Discovery = Literal["meta", "request"]

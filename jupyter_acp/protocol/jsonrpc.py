@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .. import jsonwire
+from . import codec
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class JsonRpcConnection:
     def _send(self, message: dict[str, Any]) -> None:
         if self._closed.is_set():
             raise ConnectionClosed(self.close_reason or "connection closed")
-        self._writer.write(jsonwire.dumps_line(message))
+        self._writer.write(codec.dumps_line(message))
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
         """Send a request and await its result; a JSON-RPC error raises ``RpcError``."""
@@ -229,7 +229,7 @@ class JsonRpcConnection:
 
     def _dispatch_line(self, line: bytes) -> None:
         try:
-            msg = jsonwire.loads(line)
+            msg = codec.loads(line)
         except ValueError:
             preview = line[:120].decode("utf-8", "replace")
             self._on_bad_frame(f"ignored a line that is not JSON: {preview!r}")
