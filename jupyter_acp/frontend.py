@@ -47,7 +47,7 @@ from tornado import web, websocket
 
 log = logging.getLogger(__name__)
 
-AUTH_RESOURCE = "jupyter_acp"
+from .protocol.kernel_link import AUTH_RESOURCE
 
 
 class NoTab(Exception):

@@ -22,7 +22,7 @@ from .store import cap_event
 #: largest WebSocket frame of events (one event bigger than this, up to max_event_bytes, goes alone)
 FRAME_BYTES = 256 * 1024
 
-AUTH_RESOURCE = "jupyter_acp"
+from .protocol.kernel_link import AUTH_RESOURCE
 
 
 # -- request bodies ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from .protocol.jsonrpc import RpcError
 from .channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
 from .client import ClientEndpoint
 from .agents.catalog import AgentSpec
+from .protocol.transcript import exchanges
 from .protocol.paths import PathError, notebook_api_path
 from .store import SessionRecord, StoreError, TranscriptStore
 from .sessions.files import FileRules
@@ -731,24 +732,13 @@ class SessionHub:
     def _seeded(self, session: NotebookSession, blocks: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
         """Prefix a prompt with the recent history, for an agent that lost the conversation."""
         lines: list[str] = []
-        current: list[str] = []
-        speaker = None
-        for ev in self.events(session, before=session.seq + 1):  # the latest page: a bounded tail
-            if ev["type"] == "turn_started" and ev.get("turn_id") != turn_id:
-                text = " ".join(b.get("text", "") for b in ev.get("prompt", []) if b.get("type") == "text")
-                if current:
-                    lines.append(f"{speaker}: {''.join(current)}")
-                    current = []
-                speaker = "Agent"
-                lines.append(f"User: {text}")
-            elif ev["type"] == "session_update":
-                upd = ev.get("update") or {}
-                if upd.get("sessionUpdate") == "agent_message_chunk":
-                    content = upd.get("content") or {}
-                    if content.get("type") == "text":
-                        current.append(content.get("text", ""))
-        if current:
-            lines.append(f"{speaker}: {''.join(current)}")
+        # the latest page: a bounded tail
+        for ex in exchanges(self.events(session, before=session.seq + 1)):
+            if ex.turn_id == turn_id:
+                continue
+            lines.append(f"User: {ex.prompt}")
+            if ex.answer:
+                lines.append(f"Agent: {ex.answer}")
         history = "\n".join(lines)
         budget = self.app.reseed_history_chars
         if len(history) > budget:

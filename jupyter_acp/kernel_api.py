@@ -56,18 +56,12 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from .handlers import REQUEST_ID, SESSION_ID
+from .protocol.kernel_link import ENV_TOKEN, ENV_URL, HEADER, KERNEL_HEADER, MAX_WAIT, RUNTIME_PREFIX
 from .hub import HubError, NotebookSession, SessionHub
 
 if TYPE_CHECKING:  # pragma: no cover
     from .app import JupyterACP
 
-ENV_URL = "JUPYTER_ACP_URL"
-ENV_TOKEN = "JUPYTER_ACP_TOKEN"
-HEADER = "X-Jupyter-ACP-Token"
-KERNEL_HEADER = "X-Jupyter-ACP-Kernel"
-RUNTIME_PREFIX = "jupyter_acp-"
-#: longest a single long poll may hold a request
-MAX_WAIT = 30.0
 #: characters of notebook context sent with ``--context cells-above``
 CONTEXT_CHARS = 20_000
 

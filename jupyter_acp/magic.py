@@ -38,10 +38,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 from traitlets import Dict, Float, Unicode
 
-ENV_URL = "JUPYTER_ACP_URL"
-ENV_TOKEN = "JUPYTER_ACP_TOKEN"
-HEADER = "X-Jupyter-ACP-Token"
-KERNEL_HEADER = "X-Jupyter-ACP-Kernel"
+from .protocol.kernel_link import ENV_TOKEN, ENV_URL, HEADER, KERNEL_HEADER
+
 FORMATS = ("markdown", "code", "text", "json", "html", "math")
 CONTEXTS = ("none", "cells-above", "selection")
 SUBCOMMANDS = ("help", "agents", "list", "use", "status", "history", "reset", "cancel", "fix", "version")
