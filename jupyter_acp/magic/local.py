@@ -2,11 +2,12 @@
 
 Used where no jupyter_acp server is reachable (plain IPython, a terminal, a kernel on another host).
 The agent runs as a subprocess of the kernel (``python -m jupyter_acp.agent`` by default) over the same
-ACP client code the server uses (``acp/connection.py`` on ``acp/wire.py``), on an asyncio loop in a
-background thread; the magic's main thread reads the same events the server would send, so rendering,
-permissions and cancel are the same code.  What is missing here: notebook cells and the sidebar. The
-agent's tools are this kernel's variables (``client_list_variables``, ``client_inspect_variable``, the names the server uses), lent
-through the ``org.mini-me`` client-tools client_tools.
+ACP client code the server uses (``acp/connection.py``), on an asyncio loop in a background thread; the
+magic's main thread reads the same events the server would send, so rendering, permissions and cancel are the
+same code.  What is missing here: notebook cells and the sidebar. The agent's tools are this kernel's
+variables, lent through the ``org.mini-me`` client-tools convention: the server's own tool definitions
+(``tools/kernel_tools.py``: names, descriptions, input schemas, executors) served by a ``ToolSurface``, their
+kernel service answered in this process by ``kernels/summarise.py``.
 """
 
 from __future__ import annotations
@@ -20,66 +21,59 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from .protocol import client_tools
-from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
-from .acp.process import curated_env
-from .protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
-from .agents.catalog import AgentSpec, default_agents
+from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
+from ..acp.process import curated_env
+from ..agents.catalog import AgentSpec, default_agents
+from ..kernels import summarise
+from ..protocol import client_tools
+from ..protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
+from ..tools.kernel_tools import kernel_tools
+from ..tools.surface import ToolDef, ToolSurface
+from .errors import AcpError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .magic import AcpMagics
+    from . import AcpMagics
 
-MAX_REPR = 2000
-
-
-def _summary(value: Any) -> str:
-    """A bounded description of a value: shape and types, never the whole thing."""
-    kind = type(value).__name__
-    try:
-        shape = getattr(value, "shape", None)
-        if shape is not None and hasattr(value, "dtypes"):  # DataFrame-like
-            head = value.head(5).to_string()
-            return f"{kind} shape={tuple(shape)}\ndtypes:\n{value.dtypes.to_string()}\nhead:\n{head}"[:MAX_REPR]
-        if shape is not None and hasattr(value, "dtype"):  # array-like
-            return f"{kind} shape={tuple(shape)} dtype={value.dtype}"
-        if isinstance(value, (list, tuple, set, dict)):
-            text = repr(value)
-            more = "…" if len(text) > MAX_REPR else ""
-            return f"{kind} len={len(value)}: {text[:MAX_REPR]}{more}"
-        text = repr(value)
-        return f"{kind}: {text[:MAX_REPR]}" + ("…" if len(text) > MAX_REPR else "")
-    except Exception as exc:
-        return f"{kind} (no summary: {exc})"
+#: the tools this kernel lends in the no-server mode: the server's own definitions (names, descriptions, schemas)
+VARIABLE_TOOLS = ("client_list_variables", "client_inspect_variable")
 
 
-def _public(ns: dict[str, Any]) -> dict[str, Any]:
-    hidden = {"In", "Out", "exit", "quit", "get_ipython", "open"}
-    return {
-        k: v for k, v in ns.items()
-        if not k.startswith("_") and k not in hidden and type(v).__name__ not in ("module", "function", "type", "builtin_function_or_method")
-    }
+def variable_tools() -> list[ToolDef]:
+    """The variable tools of ``tools/kernel_tools.py``, executors included (they run against ``InProcessKernel``)."""
+    return [t for t in kernel_tools() if t.name in VARIABLE_TOOLS]
 
 
-def variable_tools() -> list[dict[str, Any]]:
-    prefix = client_tools.TOOL_METHOD_PREFIX
-    return [
-        {
-            "name": "client_list_variables",
-            "description": "List the variables of the user's Python kernel with their type and a short summary.",
-            "inputSchema": {"type": "object", "properties": {}, "required": []},
-            "method": prefix + "list_variables",
-            "annotations": {"readOnlyHint": True, "destructiveHint": False},
-        },
-        {
-            "name": "client_inspect_variable",
-            "description": "Describe one variable of the user's kernel (DataFrame shape, dtypes and head; array shape and dtype; bounded repr).",
-            "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-            "method": prefix + "inspect_variable",
-            "annotations": {"readOnlyHint": True, "destructiveHint": False},
-        },
-    ]
+class InProcessKernel:
+    """The kernel service the variable tools ask, answered in this process by the summariser the server sends
+    to kernels (``kernels/summarise.py``): the same bounded summaries, without a round trip."""
+
+    def __init__(self, namespace: Callable[[], dict[str, Any]]) -> None:
+        self.namespace = namespace
+
+    async def language_async(self, kernel_id: str | None) -> str:
+        return "python"
+
+    async def list_variables(self, kernel_id: str, *, timeout: float = 15.0) -> tuple[list[dict[str, Any]], str]:
+        return summarise.list_names(self.namespace())["variables"], "in_process"
+
+    async def inspect_variable(self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0) -> dict[str, Any]:
+        return summarise.summarise(self.namespace(), {"op": "inspect", "name": name, "budget": budget})
+
+
+class LocalToolContext:
+    """What the tool surface and the executors read of a ``ToolContext``: the kernel (this one) and the services."""
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.cache: dict[str, Any] = {}
+        self.notebook = ""
+
+    async def kernel_id(self) -> str:
+        return "in-process"
 
 
 class _LocalSession:
@@ -162,18 +156,10 @@ class _Client:
                 fh.write(str(params.get("content", "")))
             return None
         if method == client_tools.TOOLS_LIST_METHOD:
-            return {"tools": variable_tools()}
-        prefix = client_tools.TOOL_METHOD_PREFIX
-        if method == prefix + "list_variables":
-            ns = _public(self.backend.namespace())
-            lines = [f"{k}: {_summary(v).splitlines()[0]}" for k, v in sorted(ns.items())]
-            return {"content": [{"type": "text", "text": "\n".join(lines) or "(no variables)"}], "isError": False}
-        if method == prefix + "inspect_variable":
-            name = str(client_tools.strip_meta(params).get("name", ""))
-            ns = self.backend.namespace()
-            if name not in ns:
-                return {"content": [{"type": "text", "text": f"no variable named {name!r}"}], "isError": True}
-            return {"content": [{"type": "text", "text": _summary(ns[name])}], "isError": False}
+            return {"tools": [t.to_wire() for t in self.backend.tools.all()]}
+        tool = self.backend.tools.by_method(method)
+        if tool is not None:
+            return await self.backend.tools.call(self.backend.tool_context(), tool.name, client_tools.strip_meta(params))
         raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
 
 
@@ -191,6 +177,10 @@ class LocalBackend:
         self._thread = threading.Thread(target=self._loop.run_forever, name="jupyter-acp-local", daemon=True)
         self._thread.start()
         self._turn_ids = itertools.count(1)
+        self.tools = ToolSurface(variable_tools())
+        self.tools.services = SimpleNamespace(
+            kernels=InProcessKernel(self.namespace), config=SimpleNamespace(variable_timeout=15.0)
+        )
         atexit.register(self.kill_now)
 
     def kill_now(self) -> None:
@@ -204,9 +194,10 @@ class LocalBackend:
         shell = self.magics.shell
         return shell.user_ns if shell is not None else {}
 
-    def _run(self, coro: Any, timeout: float | None = 120.0) -> Any:
-        from .magic import AcpError
+    def tool_context(self) -> LocalToolContext:
+        return LocalToolContext(self.tools.services)
 
+    def _run(self, coro: Any, timeout: float | None = 120.0) -> Any:
         fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
             return fut.result(timeout)
@@ -238,8 +229,6 @@ class LocalBackend:
         return "builtin" if "builtin" in specs else next(iter(specs))
 
     def connection(self, agent: str) -> AgentConnection:
-        from .magic import AcpError
-
         conn = self.connections.get(agent)
         if conn is None:
             specs = self.specs()
@@ -255,7 +244,7 @@ class LocalBackend:
                 client_capabilities=lambda c: {
                     "fs": {"readTextFile": True, "writeTextFile": True},
                     "terminal": False,
-                    "_meta": client_tools.client_capability_meta(client_tools.DISCOVERY_META, variable_tools()),
+                    "_meta": client_tools.client_capability_meta(client_tools.DISCOVERY_META, [t.to_wire() for t in self.tools.all()]),
                 },
                 max_frame_bytes=16 * 1024 * 1024,
                 start_timeout=60.0,
@@ -307,9 +296,7 @@ class LocalBackend:
     def _get(self, agent: str | None, new: bool) -> _LocalSession:
         name = agent or self.default_agent()
         if name not in self.specs():
-            from .magic import AcpError
-
-            raise AcpError(f"no agent named {name!r}; the agents are: {', '.join(self.specs())}")
+                raise AcpError(f"no agent named {name!r}; the agents are: {', '.join(self.specs())}")
         session = self._by_agent.get(name)
         if session is None or new:
             if session is not None and session.turn:
@@ -327,8 +314,6 @@ class LocalBackend:
         return session.describe() if session else None
 
     def prompt(self, agent: str | None, new: bool, text: str, extra: list[dict[str, Any]], context: Any) -> dict[str, Any]:
-        from .magic import AcpError
-
         session = self._get(agent, new)
         if session.turn:
             raise AcpError("a turn is already running in this session; cancel it or wait for it to end (HTTP 409)")
@@ -375,6 +360,10 @@ class LocalBackend:
             events = [e for e in session.events if e["seq"] > after]
         return {"events": events, "session": session.describe()}
 
+    def latest(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
+        """The session's events up to ``last_seq`` (all of them: a kernel's own session is held in memory)."""
+        return [e for e in self.sessions[session_id].events if e["seq"] <= last_seq]
+
     def cancel(self, session_id: str) -> bool:
         session = self.sessions.get(session_id)
         if session is None or session.turn is None:
@@ -393,13 +382,11 @@ class LocalBackend:
         return True
 
     def answer(self, session_id: str, request_id: str, option_id: str) -> None:
-        from .magic import AcpError
-
         session = self.sessions[session_id]
         pending = session.pending.get(request_id)
         if pending is None:
             err = AcpError(f"no pending permission request {request_id!r}")
-            err.status = 404  # type: ignore[attr-defined]
+            err.status = 404
             raise err
         fut, options = pending
         if option_id not in {o.get("optionId") for o in options}:

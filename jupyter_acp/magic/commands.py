@@ -1,0 +1,152 @@
+"""The subcommands of ``%acp`` (help, version, agents, use, status, history, reset, cancel, fix) and the line's
+dispatch: a line that starts with none of them is a one-line prompt."""
+
+from __future__ import annotations
+
+import re
+import sys
+import traceback
+from typing import Any
+
+from ..protocol.transcript import exchanges
+from .errors import AcpError
+from .options import HELP, Options, parse_options
+from .turn import run_prompt
+
+
+def run_line(magics: Any, line: str) -> Any:
+    """``%acp …``: a subcommand, else a prompt (options first, then the text with the user's spacing)."""
+    stripped = line.strip()
+    word, _, rest = stripped.partition(" ")
+    rest = rest.strip()
+    if not stripped or word in ("help", "-h", "--help"):
+        return magics.show(HELP)
+    if word == "version":
+        from .. import __version__
+
+        return magics.show(f"jupyter_acp {__version__}")
+    command = COMMANDS.get(word)
+    if command is not None:
+        return command(magics, rest)
+    tokens = stripped.split()
+    opts = parse_options(tokens, positional_agent=False, stop_at_text=True)
+    if not opts.rest:
+        raise AcpError("the prompt is empty (see %acp help)")
+    # keep the user's spacing: the prompt is the line after the options
+    prompt = stripped
+    for tok in tokens[: len(tokens) - len(opts.rest)]:
+        prompt = prompt[prompt.index(tok) + len(tok) :]
+    return run_prompt(magics, prompt.strip(), opts)
+
+
+def cmd_agents(magics: Any, rest: str = "") -> None:
+    agents = magics.backend_call(magics.backend.agents)
+    current = magics.agent_for(None)
+    lines, rows = [], ["| agent | title | state |", "|---|---|---|"]
+    for a in agents:
+        mark = " (default)" if a.get("default") else ""
+        mark += " ← in use" if current == a["name"] else ""
+        state = a.get("state", "")
+        if a.get("error"):
+            state += f": {a['error']}"
+        if not a.get("available", True):
+            state = "not installed"
+        lines.append(f"{a['name']}{mark}: {a.get('title', '')} [{state}]")
+        rows.append(f"| `{a['name']}`{mark} | {a.get('title', '')} | {state} |")
+    magics.show("\n".join(lines), "\n".join(rows))
+
+
+def cmd_use(magics: Any, name: str) -> None:
+    if not name:
+        raise AcpError("which agent? %acp use AGENT (see %acp agents)")
+    names = [a["name"] for a in magics.backend_call(magics.backend.agents)]
+    if name not in names:
+        raise AcpError(f"no agent named {name!r}; the agents are: {', '.join(names)}")
+    magics.use_agent(name)
+    magics.show(f"%acp prompts of this kernel now go to {name!r}")
+
+
+def _session(magics: Any) -> dict[str, Any] | None:
+    return magics.backend_call(magics.backend.current, magics.agent_for(None))
+
+
+def cmd_status(magics: Any, rest: str = "") -> None:
+    backend = magics.backend
+    info: dict[str, Any] = {"mode": backend.mode, "where": backend.describe()}
+    if backend.mode == "server":
+        who = magics.backend_call(backend.whoami)
+        info["notebook"] = who.get("notebook")
+        info["default_agent"] = who.get("default_agent")
+    info["agent"] = magics.agent_for(None) or info.get("default_agent")
+    session = _session(magics)
+    lines = [f"mode: {info['mode']} ({info['where']})"]
+    if info.get("notebook"):
+        lines.append(f"notebook: {info['notebook']}")
+    lines.append(f"agent: {info['agent']}")
+    if session:
+        lines.append(f"session: {session['id']} ({session['state']}, {session.get('last_seq', 0)} events)")
+        if session.get("error"):
+            lines.append(f"last error: {session['error']}")
+    else:
+        lines.append("session: none yet (the first prompt opens it)")
+    magics.show("\n".join(lines), "\n\n".join(f"**{line.split(':', 1)[0]}**:{line.split(':', 1)[1]}" for line in lines))
+
+
+def cmd_history(magics: Any, rest: str = "") -> None:
+    """The latest page of the conversation (what the agent remembers: from the last reset on)."""
+    session = _session(magics)
+    if session is None:
+        return magics.show("no conversation yet in this notebook")
+    events = magics.backend_call(magics.backend.latest, session["id"], int(session.get("last_seq") or 0))
+    turns = exchanges(events, since_reset=True)
+    if not turns:
+        return magics.show(f"session {session['id']}: no prompts yet")
+    agent = session["agent"]
+    answers = [t.answer + (f"\n[error: {t.error}]" if t.error else "") for t in turns]
+    txt = "\n\n".join(f"You: {t.prompt}\n{agent}: {a}" for t, a in zip(turns, answers))
+    md = "\n\n".join(f"**You:** {t.prompt}\n\n**{agent}:** {a}" for t, a in zip(turns, answers))
+    head_txt, head_md = f"session {session['id']}", f"_session {session['id']}_"
+    if events and events[0].get("seq", 1) > 1:
+        older = "earlier turns are not shown: scroll up in the Agent sidebar to read them"
+        head_txt, head_md = f"{head_txt} ({older})", f"{head_md} ({older})"
+    magics.show(f"{head_txt}\n\n" + txt, f"{head_md}\n\n" + md)
+
+
+def cmd_reset(magics: Any, rest: str = "") -> None:
+    session = magics.backend_call(magics.backend.open, magics.agent_for(None), True)
+    magics.show(f"new conversation with {session['agent']!r} in this notebook's session {session['id']}")
+
+
+def cmd_cancel(magics: Any, rest: str = "") -> None:
+    session = _session(magics)
+    if session is None or not magics.backend_call(magics.backend.cancel, session["id"]):
+        return magics.show("nothing to cancel: no turn is running")
+    magics.show("cancelled the running turn")
+
+
+def cmd_fix(magics: Any, rest: str) -> None:
+    etype, value, tb = getattr(sys, "last_type", None), getattr(sys, "last_value", None), getattr(sys, "last_traceback", None)
+    if value is None:
+        raise AcpError("no error to explain yet: %acp fix explains the last exception raised in this kernel")
+    tb_text = "".join(traceback.format_exception(etype, value, tb))
+    tb_text = re.sub(r"\x1b\[[0-9;]*m", "", tb_text)
+    inputs = magics.shell.user_ns.get("In") or []
+    code = inputs[-2] if len(inputs) >= 2 else ""
+    opts = parse_options(rest.split(), positional_agent=False, stop_at_text=False) if rest else Options()
+    prompt = "Explain the following error and propose a fix.\n\n"
+    if code:
+        prompt += f"The code that ran:\n```python\n{code}\n```\n\n"
+    prompt += f"The error:\n```\n{tb_text[-6000:]}\n```"
+    run_prompt(magics, prompt, opts, interpolate_=False)
+
+
+COMMANDS = {
+    "agents": cmd_agents,
+    "list": cmd_agents,
+    "use": cmd_use,
+    "status": cmd_status,
+    "history": cmd_history,
+    "reset": cmd_reset,
+    "cancel": cmd_cancel,
+    "fix": cmd_fix,
+}
