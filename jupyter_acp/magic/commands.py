@@ -92,12 +92,30 @@ def cmd_status(magics: Any, rest: str = "") -> None:
     magics.show("\n".join(lines), "\n\n".join(f"**{line.split(':', 1)[0]}**:{line.split(':', 1)[1]}" for line in lines))
 
 
+#: most pages ``%acp history`` reads back to find the start of the latest page's first turn
+HISTORY_PAGES = 8
+
+
+def _latest_events(magics: Any, session_id: str, last_seq: int) -> list[dict[str, Any]]:
+    """The latest page of the session's events; older pages too while the page begins mid-turn (its prompt is
+    further back), a few at most."""
+    events: list[dict[str, Any]] = []
+    before = last_seq + 1
+    for _ in range(HISTORY_PAGES):
+        page = magics.backend_call(magics.backend.page_before, session_id, before)
+        events = page + events
+        if not page or page[0].get("seq", 1) <= 1 or any(e.get("type") == "turn_started" for e in page):
+            break
+        before = page[0]["seq"]
+    return events
+
+
 def cmd_history(magics: Any, rest: str = "") -> None:
     """The latest page of the conversation (what the agent remembers: from the last reset on)."""
     session = _session(magics)
     if session is None:
         return magics.show("no conversation yet in this notebook")
-    events = magics.backend_call(magics.backend.latest, session["id"], int(session.get("last_seq") or 0))
+    events = _latest_events(magics, session["id"], int(session.get("last_seq") or 0))
     turns = exchanges(events, since_reset=True)
     if not turns:
         return magics.show(f"session {session['id']}: no prompts yet")

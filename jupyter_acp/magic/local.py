@@ -360,9 +360,9 @@ class LocalBackend:
             events = [e for e in session.events if e["seq"] > after]
         return {"events": events, "session": session.describe()}
 
-    def latest(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
-        """The session's events up to ``last_seq`` (all of them: a kernel's own session is held in memory)."""
-        return [e for e in self.sessions[session_id].events if e["seq"] <= last_seq]
+    def page_before(self, session_id: str, before: int) -> list[dict[str, Any]]:
+        """The session's events before ``before`` (all of them: a kernel's own session is held in memory)."""
+        return [e for e in self.sessions[session_id].events if e["seq"] < before]
 
     def cancel(self, session_id: str) -> bool:
         session = self.sessions.get(session_id)

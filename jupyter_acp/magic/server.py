@@ -160,9 +160,9 @@ class ServerBackend:
             "GET", f"sessions/{session_id}/events", params={"after": after, "wait": wait}, timeout=wait + 30
         )
 
-    def latest(self, session_id: str, last_seq: int) -> list[dict[str, Any]]:
-        """The latest page of the session's history (the events before ``last_seq + 1``), oldest first."""
-        return self.call("GET", f"sessions/{session_id}/events", params={"before": last_seq + 1})["events"]
+    def page_before(self, session_id: str, before: int) -> list[dict[str, Any]]:
+        """The newest page of the session's history before ``before``, oldest first (the server bounds a page)."""
+        return self.call("GET", f"sessions/{session_id}/events", params={"before": before})["events"]
 
     def cancel(self, session_id: str) -> bool:
         return bool(self.call("POST", f"sessions/{session_id}/cancel").get("cancelled"))
