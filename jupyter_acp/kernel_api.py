@@ -399,15 +399,23 @@ class SessionHandler(KernelHandler):
 class EventsHandler(KernelHandler):
     @allow_unauthenticated
     async def get(self, session_id: str) -> None:
-        """Events after ``after``; with ``wait``, held until at least one arrives (long poll)."""
+        """Events after ``after``; with ``wait``, held until at least one arrives (long poll).
+        ``?before=SEQ``: the newest page before SEQ instead (``%acp history``), never held."""
         self.check_secret()
         session = await self.own_session(session_id)
         try:
             after = int(self.get_query_argument("after", "0"))
             wait = min(max(float(self.get_query_argument("wait", "0")), 0.0), MAX_WAIT)
             limit = int(self.get_query_argument("limit", "2000"))
+            before_arg = self.get_query_argument("before", None)
+            before = int(before_arg) if before_arg is not None else None
         except ValueError:
-            raise web.HTTPError(400, "after, wait and limit are numbers") from None
+            raise web.HTTPError(400, "after, before, wait and limit are numbers") from None
+        if before is not None:
+            if self.get_query_argument("after", None) is not None:
+                raise web.HTTPError(400, "give after (older to newer) or before (the newest before it), not both")
+            self.send({"events": self.hub.events(session, 0, limit, before=before), "session": self.hub.describe(session)})
+            return
         events = self.hub.events(session, after, limit)
         if not events and wait > 0:
             fut: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
