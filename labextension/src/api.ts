@@ -129,7 +129,9 @@ export class AcpApi {
 
   /** One page of events after `after`, oldest first. */
   events(sessionId: string, after: number, limit?: number): Promise<IAcpEvent[]> {
-    return this.request(`sessions/${sessionId}/events` + URLExt.objectToQueryString(limit ? { after, limit } : { after }));
+    return this.request(
+      `sessions/${sessionId}/events` + URLExt.objectToQueryString(limit ? { after, limit } : { after })
+    );
   }
 
   /** The newest `limit` events with seq < `before`, oldest first (a page of older history). */

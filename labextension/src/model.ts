@@ -5,6 +5,9 @@
  * renders `items` in order; every item carries a `version` bumped on each change, so the view
  * re-renders only what changed. Events are applied at most once (by `seq`), so a reconnect that
  * replays from the last seen seq, or a replay that overlaps, is harmless.
+ *
+ * Over 400 lines on purpose: `ChatModel` is one reducer (every event type changes the same item
+ * list, turn and history state), and splitting its cases apart would scatter one state machine.
  */
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -112,7 +115,10 @@ export function toolLabel(name: string): string {
   if (known[n]) {
     return known[n];
   }
-  const words = n.replace(/^client_|^mcp__[^_]+__/, '').replace(/[_/.-]+/g, ' ').trim();
+  const words = n
+    .replace(/^client_|^mcp__[^_]+__/, '')
+    .replace(/[_/.-]+/g, ' ')
+    .trim();
   return words ? words[0].toUpperCase() + words.slice(1) : n;
 }
 
@@ -493,9 +499,7 @@ export class ChatModel {
       case 'permission_resolved': {
         const entry = this._perms.get(String(e.request_id));
         if (entry) {
-          entry.perm.resolved = e.cancelled
-            ? { cancelled: true }
-            : { optionId: e.option_id ?? undefined };
+          entry.perm.resolved = e.cancelled ? { cancelled: true } : { optionId: e.option_id ?? undefined };
           this._touch(entry.tool);
         }
         break;
@@ -648,7 +652,13 @@ export class ChatModel {
           existing.entries = entries;
           this._touch(existing);
         } else {
-          this._add<IPlanItem>({ kind: 'plan', id: this._newId('plan', seq), turnId: this.runningTurn, version: 0, entries });
+          this._add<IPlanItem>({
+            kind: 'plan',
+            id: this._newId('plan', seq),
+            turnId: this.runningTurn,
+            version: 0,
+            entries
+          });
         }
         break;
       }
@@ -760,18 +770,36 @@ export function optionId(opt: any): string {
  */
 export function pickersOf(modes: IModes | null | undefined, configOptions: any[] | null | undefined): IPicker[] {
   const out: IPicker[] = [];
-  const options = Array.isArray(configOptions) ? configOptions.filter(o => o && typeof o === 'object' && optionId(o)) : [];
+  const options = Array.isArray(configOptions)
+    ? configOptions.filter(o => o && typeof o === 'object' && optionId(o))
+    : [];
   const available = Array.isArray(modes?.availableModes) ? modes!.availableModes!.filter(m => m && m.id) : [];
   if (available.length && !options.some(o => o.category === 'mode')) {
     const current = modes?.currentModeId ?? '';
-    const choices: IChoice[] = available.map(m => ({ value: String(m.id), name: String(m.name || m.id), description: m.description }));
+    const choices: IChoice[] = available.map(m => ({
+      value: String(m.id),
+      name: String(m.name || m.id),
+      description: m.description
+    }));
     if (current && !choices.some(c => c.value === current)) {
       choices.push({ value: current, name: current });
     }
-    out.push({ kind: 'mode', id: 'mode', name: 'Mode', description: 'How much the agent may do without asking', value: current, choices });
+    out.push({
+      kind: 'mode',
+      id: 'mode',
+      name: 'Mode',
+      description: 'How much the agent may do without asking',
+      value: current,
+      choices
+    });
   }
   for (const o of options) {
-    const base = { id: optionId(o), name: String(o.name || optionId(o)), description: o.description ?? undefined, category: o.category ?? undefined };
+    const base = {
+      id: optionId(o),
+      name: String(o.name || optionId(o)),
+      description: o.description ?? undefined,
+      category: o.category ?? undefined
+    };
     if (o.type === 'boolean') {
       out.push({ ...base, kind: 'boolean', value: o.currentValue === true, choices: [] });
       continue;
@@ -785,11 +813,20 @@ export function pickersOf(modes: IModes | null | undefined, configOptions: any[]
         const group = String(entry.name ?? entry.group ?? '');
         for (const c of entry.options) {
           if (c && c.value !== undefined) {
-            choices.push({ value: String(c.value), name: String(c.name ?? c.value), description: c.description, group });
+            choices.push({
+              value: String(c.value),
+              name: String(c.name ?? c.value),
+              description: c.description,
+              group
+            });
           }
         }
       } else if (entry && entry.value !== undefined) {
-        choices.push({ value: String(entry.value), name: String(entry.name ?? entry.value), description: entry.description });
+        choices.push({
+          value: String(entry.value),
+          name: String(entry.name ?? entry.value),
+          description: entry.description
+        });
       }
     }
     const current = o.currentValue === undefined || o.currentValue === null ? '' : String(o.currentValue);

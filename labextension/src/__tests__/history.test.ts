@@ -11,8 +11,12 @@ function transcript(turns: number): IAcpEvent[] {
   for (let t = 1; t <= turns; t++) {
     const turn_id = `t${t}`;
     ev('turn_started', { turn_id, prompt: [{ type: 'text', text: `question ${t}` }] });
-    ev('session_update', { update: { sessionUpdate: 'tool_call', toolCallId: 'call', title: `read ${t}`, status: 'pending' } });
-    ev('session_update', { update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `answer ` } } });
+    ev('session_update', {
+      update: { sessionUpdate: 'tool_call', toolCallId: 'call', title: `read ${t}`, status: 'pending' }
+    });
+    ev('session_update', {
+      update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `answer ` } }
+    });
     ev('session_update', { update: { sessionUpdate: 'tool_call_update', toolCallId: 'call', status: 'completed' } });
     ev('session_update', { update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `${t}` } } });
     ev('turn_ended', { turn_id, stop_reason: 'end_turn' });
@@ -86,7 +90,13 @@ test('an empty older page, or a repeated one, ends the paging; duplicates are ig
 
 test('pinned events (the running turn, a pending permission) come before the page; state stays current', () => {
   const m = new ChatModel();
-  const pinnedStart: IAcpEvent = { seq: 3, type: 'turn_started', turn_id: 'long', prompt: [{ type: 'text', text: 'do it all' }], pinned: true };
+  const pinnedStart: IAcpEvent = {
+    seq: 3,
+    type: 'turn_started',
+    turn_id: 'long',
+    prompt: [{ type: 'text', text: 'do it all' }],
+    pinned: true
+  };
   const pinnedPerm: IAcpEvent = {
     seq: 5,
     type: 'permission_request',
@@ -98,7 +108,11 @@ test('pinned events (the running turn, a pending permission) come before the pag
   };
   const page: IAcpEvent[] = [];
   for (let s = 40; s <= 45; s++) {
-    page.push({ seq: s, type: 'session_update', update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `${s} ` } } });
+    page.push({
+      seq: s,
+      type: 'session_update',
+      update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `${s} ` } }
+    });
   }
   m.applyAll([pinnedStart, pinnedPerm, ...page]);
   assert.equal(m.olderBefore, 40, 'the first event that is not pinned tells where the page starts');
@@ -109,11 +123,19 @@ test('pinned events (the running turn, a pending permission) come before the pag
     { seq: 1, type: 'session_ready' },
     { seq: 2, type: 'notice', text: 'hello', level: 'info' },
     { ...pinnedStart, pinned: undefined },
-    { seq: 4, type: 'session_update', update: { sessionUpdate: 'tool_call', toolCallId: 'c9', title: 'Edit cell', status: 'pending' } },
+    {
+      seq: 4,
+      type: 'session_update',
+      update: { sessionUpdate: 'tool_call', toolCallId: 'c9', title: 'Edit cell', status: 'pending' }
+    },
     { ...pinnedPerm, pinned: undefined }
   ];
   for (let s = 6; s < 40; s++) {
-    older.push({ seq: s, type: 'session_update', update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: '.' } } });
+    older.push({
+      seq: s,
+      type: 'session_update',
+      update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: '.' } }
+    });
   }
   m.addOlder(older, 40);
   assert.equal(m.olderBefore, null);
@@ -165,7 +187,10 @@ test('policy_changed sets the always-allowed tools; audit refusals show with the
   assert.deepEqual(m.alwaysAllowed, ['client_edit_cell', 'client_execute_cells']);
   const audits = m.items.filter(i => i.kind === 'audit');
   assert.equal(audits.length, 3, 'only refusals make a line');
-  assert.match((audits[0] as any).text, /^Refused: Write files — hidden files are refused .*allow_hidden.* \(rule: hidden\)$/);
+  assert.match(
+    (audits[0] as any).text,
+    /^Refused: Write files — hidden files are refused .*allow_hidden.* \(rule: hidden\)$/
+  );
   assert.equal((audits[1] as any).text, 'Refused: Run code (rule: no_turn)');
   assert.equal((audits[2] as any).text, 'Refused: an action');
   m.apply({ seq: 10, type: 'policy_changed', always_allowed: [] });
@@ -179,9 +204,27 @@ test('image and resource_link chunks render as markdown the sidebar can neutrali
   const m = new ChatModel();
   m.applyAll([
     { seq: 1, type: 'turn_started', turn_id: 't', prompt: [] },
-    { seq: 2, type: 'session_update', update: { sessionUpdate: 'agent_message_chunk', content: { type: 'image', mimeType: 'image/png', uri: 'http://evil.example/x.png?d=1' } } },
-    { seq: 3, type: 'session_update', update: { sessionUpdate: 'agent_message_chunk', content: { type: 'image', mimeType: 'image/png', data: 'AAAA' } } },
-    { seq: 4, type: 'session_update', update: { sessionUpdate: 'agent_message_chunk', content: { type: 'resource_link', name: 'a [b]', uri: 'http://evil.example/r (1)' } } }
+    {
+      seq: 2,
+      type: 'session_update',
+      update: {
+        sessionUpdate: 'agent_message_chunk',
+        content: { type: 'image', mimeType: 'image/png', uri: 'http://evil.example/x.png?d=1' }
+      }
+    },
+    {
+      seq: 3,
+      type: 'session_update',
+      update: { sessionUpdate: 'agent_message_chunk', content: { type: 'image', mimeType: 'image/png', data: 'AAAA' } }
+    },
+    {
+      seq: 4,
+      type: 'session_update',
+      update: {
+        sessionUpdate: 'agent_message_chunk',
+        content: { type: 'resource_link', name: 'a [b]', uri: 'http://evil.example/r (1)' }
+      }
+    }
   ]);
   const text = (m.items[1] as any).text as string;
   assert.match(text, /!\[image\]\(<http:\/\/evil\.example\/x\.png\?d=1>\)/);
@@ -204,11 +247,25 @@ test('isRemoteUrl: other origins, protocol-relative, javascript: are remote; dat
   ]) {
     assert.equal(isRemoteUrl(url, base), true, url);
   }
-  for (const url of ['data:image/png;base64,AAAA', '/files/pixel.png', 'pixel.png', '../x.png', 'http://127.0.0.1:8888/files/a.png', '#top', '']) {
+  for (const url of [
+    'data:image/png;base64,AAAA',
+    '/files/pixel.png',
+    'pixel.png',
+    '../x.png',
+    'http://127.0.0.1:8888/files/a.png',
+    '#top',
+    ''
+  ]) {
     assert.equal(isRemoteUrl(url, base), false, url);
   }
   assert.equal(cssMayFetch('color: red; background-color: blue'), false);
-  for (const css of ['background: url(http://x)', 'background-image:URL ( x )', 'list-style-image: image-set("x" 1x)', 'background: \\75 rl(x)', '@import "x"']) {
+  for (const css of [
+    'background: url(http://x)',
+    'background-image:URL ( x )',
+    'list-style-image: image-set("x" 1x)',
+    'background: \\75 rl(x)',
+    '@import "x"'
+  ]) {
     assert.equal(cssMayFetch(css), true, css);
   }
 });

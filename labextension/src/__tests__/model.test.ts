@@ -37,11 +37,7 @@ test('chunks of one kind merge into one item; a new kind starts a new item', () 
 
 test('events at or below the last seq are ignored (overlapping replay after reconnect)', () => {
   const m = new ChatModel();
-  const events = [
-    ev('turn_started', { turn_id: 't', prompt: [{ type: 'text', text: 'x' }] }),
-    chunk('a'),
-    chunk('b')
-  ];
+  const events = [ev('turn_started', { turn_id: 't', prompt: [{ type: 'text', text: 'x' }] }), chunk('a'), chunk('b')];
   assert.equal(m.applyAll(events), 3);
   assert.equal(m.applyAll(events), 0);
   assert.equal(m.applyAll([events[2], chunk('c')]), 1);
@@ -134,7 +130,13 @@ test('plan updates in place within a turn', () => {
     ev('turn_started', { turn_id: 't', prompt: [] }),
     upd({ sessionUpdate: 'plan', entries: [{ content: 'a', status: 'pending' }] }),
     chunk('working'),
-    upd({ sessionUpdate: 'plan', entries: [{ content: 'a', status: 'completed' }, { content: 'b', status: 'pending' }] })
+    upd({
+      sessionUpdate: 'plan',
+      entries: [
+        { content: 'a', status: 'completed' },
+        { content: 'b', status: 'pending' }
+      ]
+    })
   ]);
   const plans = m.items.filter(i => i.kind === 'plan') as any[];
   assert.equal(plans.length, 1);
@@ -241,7 +243,9 @@ test('modes and config options: session_ready, then the agent and the API change
   assert.equal(m.modes?.currentModeId, 'auto');
   assert.equal(m.modes?.availableModes?.length, 2);
   // the agent's full set of options replaces the old one
-  m.apply(upd({ sessionUpdate: 'config_option_update', configOptions: [{ ...MODEL_OPTION, currentValue: 'openai/b' }] }));
+  m.apply(
+    upd({ sessionUpdate: 'config_option_update', configOptions: [{ ...MODEL_OPTION, currentValue: 'openai/b' }] })
+  );
   assert.equal(m.pickers()[1].value, 'openai/b');
   // a switch through the API (maybe another browser's): the whole state
   m.apply(ev('session_config', { modes: { ...MODES, currentModeId: 'ask' }, config_options: [MODEL_OPTION] }));
@@ -323,7 +327,14 @@ test('pickersOf: booleans, grouped options, v2 ids, unknown types, a mode option
     ['openai/old', 'openai/a', 'openai/b']
   );
   // ACP: config options supersede modes; a "mode" option replaces the mode picker
-  const modeOption = { id: 'mode', name: 'Session Mode', category: 'mode', type: 'select', currentValue: 'ask', options: [{ value: 'ask', name: 'Ask' }] };
+  const modeOption = {
+    id: 'mode',
+    name: 'Session Mode',
+    category: 'mode',
+    type: 'select',
+    currentValue: 'ask',
+    options: [{ value: 'ask', name: 'Ask' }]
+  };
   assert.deepEqual(
     pickersOf(MODES, [modeOption]).map(p => [p.kind, p.id]),
     [['select', 'mode']]

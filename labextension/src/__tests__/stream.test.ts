@@ -4,8 +4,6 @@ import assert from 'node:assert/strict';
 import { ChatModel } from '../model';
 import { EventStream, StreamState } from '../stream';
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
-
 class FakeSocket {
   onopen: (() => void) | null = null;
   onmessage: ((m: { data: string }) => void) | null = null;

@@ -1,0 +1,21 @@
+/** What the renderers need from the panel that shows them. */
+import type { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+
+import type { AcpApi } from '../api';
+import type { NoFetchSanitizer } from '../sanitizer';
+import type { SessionView } from '../session';
+
+export interface IRenderContext {
+  readonly api: AcpApi;
+  /** The sidebar's own rendermime (its sanitizer fetches nothing from another server without a click). */
+  readonly rendermime: IRenderMimeRegistry;
+  readonly sanitizer: NoFetchSanitizer;
+  /** Whether `view` is the conversation on screen. */
+  isShown(view: SessionView): boolean;
+  /** Re-render `view` on the next frame (when it is on screen). */
+  scheduleRender(view: SessionView): void;
+  /** A transient line in the status bar. */
+  flash(text: string, level?: string): void;
+  /** A new code cell below the active one of the bound notebook. */
+  insertCell(source: string): void;
+}

@@ -1,0 +1,112 @@
+/** The conversation's words: the user's prompts, the agent's answers and thoughts, refused actions. */
+import { MimeModel } from '@jupyterlab/rendermime';
+import { addIcon, copyIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { button, el } from '../dom';
+import type { IAuditItem, ITextItem, IUserItem } from '../model';
+import type { IEntry, SessionView } from '../session';
+import type { IRenderContext } from './context';
+
+/** A refused action: a small muted line with the rule that refused and how to change it. */
+export function renderAudit(item: IAuditItem, entry: IEntry): void {
+  const n = entry.node;
+  n.className = 'jp-ACP-item jp-ACP-audit';
+  n.textContent = '';
+  n.setAttribute('role', 'note');
+  n.appendChild(el('span', 'jp-ACP-auditMark', '⊘'));
+  n.appendChild(el('span', 'jp-ACP-auditText', item.text));
+  if (item.tool) {
+    n.dataset.tool = item.tool;
+  }
+}
+
+export function renderUser(item: IUserItem, entry: IEntry): void {
+  const n = entry.node;
+  n.className = 'jp-ACP-item jp-ACP-user';
+  n.textContent = '';
+  n.appendChild(el('div', 'jp-ACP-userText', item.text));
+  if (item.attachments.length) {
+    const chips = el('div', 'jp-ACP-attachments');
+    for (const a of item.attachments) {
+      chips.appendChild(el('span', 'jp-ACP-attachment', a));
+    }
+    n.appendChild(chips);
+  }
+}
+
+export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITextItem, entry: IEntry): void {
+  const n = entry.node;
+  if (!entry.renderer) {
+    n.className = 'jp-ACP-item jp-ACP-message';
+    entry.renderer = ctx.rendermime.createRenderer('text/markdown');
+    entry.renderer.addClass('jp-ACP-markdown');
+    Widget.attach(entry.renderer, n);
+  }
+  if (entry.rendering) {
+    entry.dirty = true; // one render in flight; render the latest text when it lands
+    return;
+  }
+  entry.rendering = true;
+  const text = item.text;
+  const renderer = entry.renderer;
+  renderer
+    .renderModel(new MimeModel({ data: { 'text/markdown': text }, trusted: false }))
+    .catch(() => {
+      renderer.node.textContent = text;
+    })
+    .then(() => {
+      decorateCode(ctx, renderer.node);
+      entry.rendering = false;
+      if (entry.dirty) {
+        entry.dirty = false;
+        renderMessage(ctx, view, view.model.get(item.id) as ITextItem, entry);
+      } else if (view.anchor && ctx.isShown(view)) {
+        view.restoreAnchor();
+      } else if (view.stick && ctx.isShown(view)) {
+        view.log.scrollTop = view.log.scrollHeight;
+      }
+    });
+}
+
+/** Copy and "insert as cell below" on every code block of a rendered answer. */
+export function decorateCode(ctx: IRenderContext, root: HTMLElement): void {
+  root.querySelectorAll('pre').forEach(pre => {
+    if (pre.parentElement?.classList.contains('jp-ACP-code')) {
+      return;
+    }
+    const wrap = el('div', 'jp-ACP-code');
+    pre.replaceWith(wrap);
+    const bar = el('div', 'jp-ACP-codeBar');
+    const code = () => pre.textContent ?? '';
+    const copy = button(
+      '',
+      'jp-ACP-iconButton',
+      () => {
+        void navigator.clipboard?.writeText(code()).then(() => {
+          copy.classList.add('jp-mod-done');
+          setTimeout(() => copy.classList.remove('jp-mod-done'), 1200);
+        });
+      },
+      copyIcon,
+      'Copy code'
+    );
+    const insert = button('', 'jp-ACP-iconButton', () => ctx.insertCell(code()), addIcon, 'Insert as a cell below');
+    bar.append(copy, insert);
+    wrap.append(bar, pre);
+  });
+}
+
+export function renderThought(view: SessionView, item: ITextItem, entry: IEntry): void {
+  let details = entry.node.querySelector('details');
+  if (!details) {
+    entry.node.className = 'jp-ACP-item jp-ACP-thought';
+    details = el('details');
+    const summary = el('summary', 'jp-ACP-thoughtSummary', 'Thinking');
+    details.append(summary, el('div', 'jp-ACP-thoughtText'));
+    entry.node.appendChild(details);
+  }
+  const running = view.model.runningTurn === item.turnId && view.model.items[view.model.items.length - 1] === item;
+  details.querySelector('summary')!.textContent = running ? 'Thinking…' : 'Thought';
+  details.querySelector('.jp-ACP-thoughtText')!.textContent = item.text;
+}

@@ -1,0 +1,110 @@
+/**
+ * A permission card: the question, the preview of what the tool would do, one button per option;
+ * once answered, what was answered.
+ */
+import { button, el, pretty } from '../dom';
+import { IPermission, IToolItem, optionOrder } from '../model';
+import type { SessionView } from '../session';
+import type { IRenderContext } from './context';
+import { textPreview } from './diff';
+
+/**
+ * What a permission button says: its ACP kind decides, never the agent's wording (an option named
+ * "Reject" may carry kind allow_once: hole 3). The agent's name is shown as secondary text.
+ */
+export const KIND_LABEL: Record<string, string> = {
+  allow_once: 'Allow once',
+  allow_always: 'Always allow',
+  reject_once: 'Reject',
+  reject_always: 'Always reject'
+};
+
+function kindClass(kind: string | undefined): string {
+  return kind?.startsWith('reject') ? 'jp-mod-reject' : kind?.startsWith('allow') ? 'jp-mod-allow' : 'jp-mod-neutral';
+}
+
+/** The agent's wording adds something only when it is not (part of) the kind's label already. */
+function saysMore(name: string | undefined, label: string): boolean {
+  const norm = (t: string) => t.toLowerCase().replace(/[^a-z]/g, '');
+  return !!name && !!norm(name) && !norm(label).includes(norm(name));
+}
+
+export function permission(ctx: IRenderContext, view: SessionView, tool: IToolItem, perm: IPermission): HTMLElement {
+  const box = el('div', 'jp-ACP-permission');
+  box.dataset.requestId = perm.requestId;
+  if (perm.resolved) {
+    box.classList.add('jp-mod-resolved');
+    let text: string;
+    if (perm.resolved.cancelled) {
+      text = 'Permission request cancelled (the turn ended or was stopped).';
+    } else {
+      const opt = perm.options.find(o => o.optionId === perm.resolved!.optionId);
+      const kind = opt?.kind ?? '';
+      const name = opt?.name ?? perm.resolved.optionId ?? '';
+      const label = KIND_LABEL[kind];
+      text = label
+        ? `${kind.startsWith('reject') ? 'Rejected' : 'Allowed'}: ${label}` +
+          (saysMore(name, label) && perm.source !== 'client' ? ` (the agent's option “${name}”)` : '')
+        : `Answered “${name}” (an option of unknown kind ${kind || 'none'})`;
+      if (kind === 'allow_always' && perm.source === 'client') {
+        text += " in this notebook's session (× in the header undoes it)";
+      }
+      box.classList.add(
+        kind.startsWith('reject') ? 'jp-mod-rejected' : kind.startsWith('allow') ? 'jp-mod-allowed' : 'jp-mod-neutral'
+      );
+    }
+    box.appendChild(el('div', 'jp-ACP-permissionResult', text));
+    return box;
+  }
+  box.setAttribute('role', 'group');
+  box.setAttribute('aria-label', `Permission requested: ${tool.title}`);
+  box.appendChild(el('div', 'jp-ACP-permissionQuestion', `The agent asks to run “${tool.title}”.`));
+  // what the tool would do: the agent's preview (a diff, a command) if any, else its arguments
+  const preview = tool.content
+    .filter(c => c?.type === 'content' && c.content?.type === 'text')
+    .map(c => c.content.text as string)
+    .join('\n');
+  if (preview) {
+    box.appendChild(textPreview(preview));
+  } else if (tool.rawInput !== undefined && !tool.content.some(c => c?.type === 'diff')) {
+    box.appendChild(el('pre', 'jp-ACP-pre', pretty(tool.rawInput)));
+  }
+  const row = el('div', 'jp-ACP-permissionOptions');
+  for (const opt of optionOrder(perm.options)) {
+    const known = KIND_LABEL[opt.kind];
+    const label = known ?? `“${opt.name}”`;
+    const more = known && saysMore(opt.name, known);
+    let title = known
+      ? `${label}. ${perm.source === 'client' ? 'In full' : 'The agent calls this option'}: “${opt.name}”.`
+      : `The agent's option “${opt.name}” has an unknown kind (${opt.kind || 'none'}): what it does is up to the agent.`;
+    if (opt.kind === 'allow_always') {
+      title +=
+        perm.source === 'client'
+          ? " This tool then runs without asking in this notebook's session; × in the panel's header undoes it."
+          : ' The agent keeps this choice itself: what "always" covers is up to the agent.';
+    }
+    const b = button(label, `jp-ACP-option jp-ACP-permissionOption ${kindClass(opt.kind)}`, () => {
+      row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = true));
+      ctx.api.answer(view.info.id, perm.requestId, opt.optionId).catch(err => {
+        row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = false));
+        ctx.flash(`Could not answer: ${(err as Error).message}`, 'error');
+      });
+    });
+    b.dataset.optionId = opt.optionId;
+    b.dataset.optionKind = opt.kind;
+    b.title = title;
+    b.setAttribute(
+      'aria-label',
+      more ? `${label} (${perm.source === 'client' ? '' : "the agent's words: "}“${opt.name}”)` : label
+    );
+    if (more) {
+      b.appendChild(el('span', 'jp-ACP-optionAgentName', `“${opt.name}”`));
+    }
+    row.appendChild(b);
+  }
+  if (!perm.options.length) {
+    row.appendChild(el('span', 'jp-ACP-muted', 'The agent offered no options.'));
+  }
+  box.appendChild(row);
+  return box;
+}

@@ -1,0 +1,254 @@
+/**
+ * One agent session as the sidebar keeps it: its model, its live stream, its rendered log's nodes
+ * and the history paging (older pages, gaps after a reconnect).
+ */
+import type { IRenderMime } from '@jupyterlab/rendermime';
+
+import { AcpApi, ISessionInfo } from './api';
+import { el } from './dom';
+import { ChatModel } from './model';
+import { EventStream } from './stream';
+
+export interface IEntry {
+  node: HTMLElement;
+  version: number;
+  renderer?: IRenderMime.IRenderer;
+  rendering?: boolean;
+  dirty?: boolean;
+  open?: boolean;
+}
+
+/** Events asked per page of older history. */
+const HISTORY_PAGE = 200;
+
+/** One agent session: its model, its stream and its rendered log. */
+export class SessionView {
+  readonly model = new ChatModel();
+  readonly log = el('div', 'jp-ACP-log');
+  readonly hint = el('div', 'jp-ACP-hint');
+  /** "Earlier messages…" at the top of a long history: scrolling up (or a click) loads a page. */
+  readonly earlier = el('div', 'jp-ACP-earlier');
+  nodes = new Map<string, IEntry>();
+  /** The model's epoch the DOM follows; a new one (older events merged) re-syncs the log. */
+  epoch = 0;
+  loadingOlder = false;
+  olderError: string | null = null;
+  /** A pending check whether the log is too short to scroll (then the next page loads by itself). */
+  autoLoad: number | null = null;
+  /** The reading position (distance from the bottom) to keep while older history lands above it. */
+  anchor: { fromBottom: number; until: number } | null = null;
+  private _filling = false;
+  stream: EventStream | null = null;
+  stick = true;
+  startError: string | null = null;
+  historyIndex = -1;
+  revertible = new Set<string>();
+  draft = '';
+  private _poll: number | null = null;
+
+  constructor(
+    public info: ISessionInfo,
+    private readonly _api: AcpApi,
+    onChange: () => void
+  ) {
+    this.hint.append(
+      el('div', 'jp-ACP-emptyTitle', 'Ask about this notebook'),
+      el(
+        'p',
+        '',
+        'The agent sees this notebook: it can read and edit its cells, run code in its kernel and look at variables. ' +
+          'Select cells or text to include them, type @ to attach a variable, and review each edit before it happens.'
+      )
+    );
+    this.earlier.hidden = true;
+    this.log.append(this.earlier, this.hint);
+    this.log.setAttribute('role', 'log');
+    this.log.setAttribute('aria-live', 'polite');
+    this.log.setAttribute('aria-label', 'Conversation with the agent');
+    this.log.addEventListener('scroll', () => {
+      this.stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 48;
+      if (this.log.scrollTop < 80 && this.model.olderBefore !== null) {
+        void this.loadOlder(onChange);
+      }
+    });
+    this.model.onChange = onChange;
+    this.setAlwaysAllowed(info);
+    // the pickers show at once; the replayed events then bring the same state, in order
+    this.model.setConfig(info.modes ?? undefined, info.config_options ?? undefined);
+    if (info.state === 'starting') {
+      this.model.phase = 'starting';
+    } else if (info.state === 'ready' || info.state === 'busy') {
+      this.model.phase = 'ready';
+    }
+    this.stream = new EventStream(
+      after => _api.streamUrl(info.id, after),
+      () => this.model.lastSeq,
+      events => {
+        this.model.applyAll(events);
+        if (this.model.gap) {
+          void this.fillGap();
+        }
+        if (events.some(e => e.type === 'turn_ended' || (e.type === 'notice' && /^reverted/.test(e.text ?? '')))) {
+          void this.refreshRevertible(onChange);
+        }
+      }
+    );
+    this.stream.onState = () => onChange();
+    this.watchStart(onChange);
+  }
+
+  /** The session description's always-allowed tools (the events then keep them current). */
+  setAlwaysAllowed(info: ISessionInfo): void {
+    if (Array.isArray(info.always_allowed)) {
+      this.model.alwaysAllowed = info.always_allowed.map(String);
+    }
+  }
+
+  /**
+   * Load the page of history before the oldest event shown, and keep what the user was reading where
+   * it was on screen (the page lands above it).
+   */
+  async loadOlder(onChange: () => void): Promise<void> {
+    const before = this.model.olderBefore;
+    if (before === null || this.loadingOlder) {
+      return;
+    }
+    this.loadingOlder = true;
+    this.olderError = null;
+    onChange();
+    try {
+      const page = await this._api.eventsBefore(this.info.id, before, HISTORY_PAGE);
+      if (!this.stick) {
+        this.keepAnchor(); // the user scrolled up to read: the page lands above what they read
+      }
+      this.model.addOlder(Array.isArray(page) ? page : [], before);
+    } catch (err) {
+      this.olderError = (err as Error).message;
+    } finally {
+      this.loadingOlder = false;
+      onChange();
+    }
+  }
+
+  /**
+   * Remember how far from the bottom the user reads: older history lands above, so the same distance
+   * from the bottom is the same place in the conversation (whatever items were rebuilt).
+   */
+  keepAnchor(): void {
+    this.anchor = { fromBottom: this.log.scrollHeight - this.log.scrollTop, until: Date.now() + 2000 };
+    this.stick = false;
+  }
+
+  /** Put the reading position back (older content above it changed the heights). */
+  restoreAnchor(): void {
+    const a = this.anchor;
+    if (!a) {
+      return;
+    }
+    if (Date.now() > a.until) {
+      this.anchor = null;
+      return;
+    }
+    this.log.scrollTop = this.log.scrollHeight - a.fromBottom;
+  }
+
+  /** A reconnect replayed only the latest page: fetch the events between, in pages. */
+  async fillGap(): Promise<void> {
+    if (this._filling) {
+      return;
+    }
+    this._filling = true;
+    try {
+      for (let round = 0; this.model.gap && round < 50; round++) {
+        const { after, before } = this.model.gap;
+        const page = await this._api.events(this.info.id, after, HISTORY_PAGE);
+        const inside = (Array.isArray(page) ? page : []).filter(e => e.seq > after && e.seq < before);
+        if (!inside.length) {
+          this.model.gap = null; // nothing stored there (or no longer): nothing to wait for
+          break;
+        }
+        this.model.merge(inside);
+      }
+    } catch {
+      // the stream's state says whether the server is there; the next reconnect tries again
+    } finally {
+      this._filling = false;
+    }
+  }
+
+  /** Turns whose agent edits can be reverted; their turn-end lines get a "Revert" button. */
+  async refreshRevertible(onChange: () => void): Promise<void> {
+    const turns = new Set((await this._api.revertible(this.info.id)).filter((t): t is string => !!t));
+    const changed = turns.size !== this.revertible.size || [...turns].some(t => !this.revertible.has(t));
+    if (!changed) {
+      return;
+    }
+    this.revertible = turns;
+    for (const item of this.model.items) {
+      if (item.kind === 'turn_end') {
+        const entry = this.nodes.get(item.id);
+        if (entry) {
+          entry.version = -1;
+        }
+      }
+    }
+    onChange();
+  }
+
+  /**
+   * A failed warm-up leaves no event (the error is recorded on the session and reported on the
+   * next prompt): poll the session while the agent starts, to show the failure right away.
+   */
+  watchStart(onChange: () => void): void {
+    if (this._poll !== null) {
+      return;
+    }
+    let tries = 0;
+    const tick = async () => {
+      this._poll = null;
+      tries++;
+      try {
+        const info = await this._api.request<ISessionInfo>(`sessions/${this.info.id}`);
+        this.info = info;
+        this.setAlwaysAllowed(info);
+        if (info.state === 'error' && info.error) {
+          this.startError = info.error;
+          onChange();
+          return;
+        }
+        if (info.state !== 'starting') {
+          this.startError = null;
+          if (this.model.phase === 'starting' || this.model.phase === 'unknown') {
+            this.model.phase = info.state === 'error' ? 'error' : 'ready';
+          }
+          onChange();
+          return;
+        }
+      } catch {
+        // the server is away; the stream's reconnect state says so
+      }
+      if (tries < 120) {
+        this._poll = window.setTimeout(tick, Math.min(500 * tries, 3000));
+      }
+    };
+    this._poll = window.setTimeout(tick, 300);
+  }
+
+  dispose(): void {
+    if (this._poll !== null) {
+      window.clearTimeout(this._poll);
+    }
+    if (this.autoLoad !== null) {
+      window.clearTimeout(this.autoLoad);
+    }
+    this.stream?.dispose();
+    for (const entry of this.nodes.values()) {
+      try {
+        entry.renderer?.dispose();
+      } catch {
+        // a renderer attached inside a log that is no longer in the page cannot detach: nothing to do
+      }
+    }
+    this.log.remove();
+  }
+}
