@@ -22,9 +22,8 @@ def run_line(magics: Any, line: str) -> Any:
     if not stripped or word in ("help", "-h", "--help"):
         return magics.show(HELP)
     if word == "version":
-        from .. import __version__
-
-        return magics.show(f"jupyter_acp {__version__}")
+        # the package root is loaded (the magic is inside it); importing it by name would point at the server's app
+        return magics.show(f"jupyter_acp {sys.modules['jupyter_acp'].__version__}")
     command = COMMANDS.get(word)
     if command is not None:
         return command(magics, rest)

@@ -122,3 +122,19 @@ def test_interpolation_and_options():
     with pytest.raises(magic.AcpError, match="unknown option"):
         magic.parse_options(["--bogus"], positional_agent=True, stop_at_text=False)
     assert magic.extract_code("Here:\n```python\nx = 1\n```\nbye") == "x = 1"
+    # IPython's magic_arguments underneath, argparse's words replaced by the magic's own
+    for tokens, message in (
+        (["-f"], "-f needs a value (see %acp help)"),
+        (["echo", "--format"], "--format needs a value (see %acp help)"),
+        (["-f", "yaml"], "unknown format 'yaml'; use one of markdown, code, text, json, html, math"),
+        (["--context", "all"], "unknown context 'all'; use one of none, cells-above, selection"),
+        (["-t", "0"], "--timeout must be positive"),
+        (["-t", "soon"], "--timeout takes seconds, not 'soon'"),
+        (["--form", "code"], "unknown option '--form' (see %acp help)"),
+        (["echo", "hello"], "unexpected 'hello' after the agent name: the prompt goes in the cell body"),
+    ):
+        with pytest.raises(magic.AcpError) as err:
+            magic.parse_options(tokens, positional_agent=True, stop_at_text=False)
+        assert str(err.value) == message
+    opts = magic.parse_options(["-c", "cells-above", "--", "-f", "x"], positional_agent=False, stop_at_text=True)
+    assert opts.context == "cells-above" and opts.rest == ["-f", "x"] and opts.format == "markdown"
