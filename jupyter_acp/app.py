@@ -11,14 +11,15 @@ from jupyter_server.extension.application import ExtensionApp
 from tornado import web
 from traitlets import Dict, Float, Integer, Unicode, default
 
-from . import __version__
+from ._version import __version__
 from .agents.catalog import AgentSpec, default_agents, detected_agents
 from .acp.process import curated_env
-from .handlers import handlers
-from .hub import SessionHub
-from .store import TranscriptStore
+from .http.user_routes import handlers
+from .sessions.hub import SessionHub
+from .sessions.store import TranscriptStore
 from . import kernel_api
-from .tools.registry import build_tool_surface, tool_handlers
+from .tools.registry import build_tool_surface
+from .tools.services import JupyterACPTools
 
 
 CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
@@ -96,7 +97,7 @@ class JupyterACP(ExtensionApp):
             self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
         self.store = TranscriptStore(self.store_path)
         self.store.open()
-        self.tools = build_tool_surface(self)
+        self.tools = build_tool_surface(self.serverapp, JupyterACPTools(parent=self))
         self.hub = SessionHub(self, self.store, self.tools)
         atexit.register(self.hub.kill_agents_now)
         self._listen_for_renames()
@@ -108,7 +109,6 @@ class JupyterACP(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())
-        self.handlers.extend(tool_handlers())
         self.handlers.extend(kernel_api.handlers())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:

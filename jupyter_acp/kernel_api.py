@@ -55,12 +55,12 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from .handlers import REQUEST_ID, SESSION_ID
+from .http.user_routes import REQUEST_ID, SESSION_ID
 from .protocol.kernel_link import ENV_TOKEN, ENV_URL, HEADER, KERNEL_HEADER, MAX_WAIT, RUNTIME_PREFIX
-from .hub import HubError, NotebookSession, SessionHub
+from .sessions.hub import HubError, NotebookSession, SessionHub
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .app import JupyterACP
+#: the extension app (``JupyterACP``), typed loosely: the routes never import the app
+JupyterACP = Any
 
 #: characters of notebook context sent with ``--context cells-above``
 CONTEXT_CHARS = 20_000

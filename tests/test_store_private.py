@@ -110,7 +110,7 @@ class TestLooseStoreRepaired:
 def test_a_shared_folder_is_not_closed(tmp_path):
     """A store configured in a folder holding other files: the files are made private, the folder
     (which may be the user's own shared folder) is left alone, and the log says so."""
-    from jupyter_acp.store import TranscriptStore
+    from jupyter_acp.sessions.store import TranscriptStore
 
     shared = tmp_path / "shared"
     shared.mkdir()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 
 from ..protocol import client_tools
 from .process import AgentProcess

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 
 from ..protocol import client_tools
 from ..protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, JsonRpcConnection, RpcError, serve_stdio

@@ -6,10 +6,28 @@ Which one an agent gets is decided here, after ``initialize`` has said what the 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..acp.connection import AgentConnection
+
+class ToolGate(Protocol):
+    """What a channel asks of the sessions layer (the one gate): channels only translate their wire to it."""
+
+    def find_session(self, session_id: str) -> Any | None:
+        """The notebook session behind a grant (None once it is gone)."""
+        ...
+
+    async def list_tools(self, session: Any, channel: str) -> list[dict[str, Any]]:
+        """The session's tools now, in MCP's shape."""
+        ...
+
+    async def call_tool(
+        self, session: Any, name: str, arguments: dict[str, Any], *, channel: str, ids: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """Run a tool through the gate; always a ``CallToolResult``."""
+        ...
+
 
 CLIENT_TOOLS = "client-tools"
 MCP_HTTP = "mcp-http"
@@ -49,7 +67,7 @@ def stdio_shim_entry(url: str, bearer: str) -> dict[str, Any]:
     return {
         "name": "jupyter",
         "command": sys.executable,
-        "args": ["-m", "jupyter_acp.mcp_stdio"],
+        "args": ["-m", "jupyter_acp.channels.mcp_stdio"],
         "env": [{"name": SHIM_URL_ENV, "value": url}, {"name": SHIM_BEARER_ENV, "value": bearer}],
     }
 

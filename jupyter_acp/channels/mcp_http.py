@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from tornado import httpserver, netutil, web
 
-from .. import __version__
-from ..sessions.gate import call_ids
+from .._version import __version__
+from ..protocol.client_tools import call_ids
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..hub import NotebookSession, SessionHub
+    from . import ToolGate
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ INSTRUCTIONS = (
 )
 
 
-def instructions_for(session: NotebookSession | None) -> str:
+def instructions_for(session: Any | None) -> str:
     """The MCP server's ``instructions``: the notebook context, without touching the user's prompt."""
     if session is None:
         return INSTRUCTIONS
@@ -69,8 +69,8 @@ class Grant:
 
 
 class McpToolHost:
-    def __init__(self, hub: SessionHub) -> None:
-        self.hub = hub
+    def __init__(self, gate: ToolGate) -> None:
+        self.gate = gate
         self._grants: list[Grant] = []
         self._server: httpserver.HTTPServer | None = None
         self._sockets: list[socket.socket] = []
@@ -103,7 +103,7 @@ class McpToolHost:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     # -- bearers ---------------------------------------------------------------------------------
-    def grant(self, session: NotebookSession, generation: int) -> str:
+    def grant(self, session: Any, generation: int) -> str:
         """A fresh bearer for a session's (re)opened ACP session; the previous one stops working."""
         self.revoke_session(session.id)
         bearer = secrets.token_hex(32)
@@ -150,7 +150,7 @@ class McpToolHost:
         if params is not None and not isinstance(params, dict):
             return _error(req_id, -32602, "Invalid params: params must be an object")
         params = params or {}
-        session = self.hub.sessions.get(grant.session_id)
+        session = self.gate.find_session(grant.session_id)
         if method == "initialize":
             asked = params.get("protocolVersion")
             result: dict[str, Any] = {
@@ -162,14 +162,7 @@ class McpToolHost:
         elif method == "ping":
             return {"jsonrpc": "2.0", "id": req_id, "result": {}}
         elif method == "tools/list":
-            tools = []
-            if session is not None:
-                ctx = self.hub.tool_context(session, "mcp-http")
-                for tool in await self.hub.tools.list_tools(ctx):
-                    wire = tool.to_wire()
-                    wire.pop("method", None)
-                    tools.append(wire)
-            result = {"tools": tools}
+            result = {"tools": await self.gate.list_tools(session, "mcp-http") if session is not None else []}
         elif method == "tools/call":
             name = params.get("name")
             arguments = params.get("arguments") or {}
@@ -181,7 +174,7 @@ class McpToolHost:
         return {"jsonrpc": "2.0", "id": req_id, "result": result}
 
     async def _call(
-        self, session: NotebookSession | None, name: str, arguments: dict[str, Any], params: dict[str, Any]
+        self, session: Any | None, name: str, arguments: dict[str, Any], params: dict[str, Any]
     ) -> dict[str, Any]:
         """Translation only: the gate decides (session, turn, arguments, policy, approval, audit)."""
         if session is None:
@@ -189,7 +182,7 @@ class McpToolHost:
 
             return error_result("this notebook session is no longer open", kind="session_closed")
         ids = call_ids(params.get("_meta"))
-        return await self.hub.gate.call_tool(session, name, arguments, channel="mcp-http", ids=ids)
+        return await self.gate.call_tool(session, name, arguments, channel="mcp-http", ids=ids)
 
 
 def _error(req_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:

@@ -74,3 +74,21 @@ def session_of_call(params: dict[str, Any] | None) -> str | None:
 def strip_meta(params: dict[str, Any] | None) -> dict[str, Any]:
     """The model's arguments: the call's params without ``_meta``."""
     return {k: v for k, v in (params or {}).items() if k != "_meta"}
+
+
+#: ``_meta`` keys agents use for the id of the tool call a request belongs to
+CALL_ID_KEYS = ("toolCallId", "claudecode/toolUseId", "progressToken")
+
+
+def call_ids(meta: Any, namespace: str | None = None) -> tuple[str, ...]:
+    """The ids an agent attached to a request's ``_meta`` (flat, or under the convention's namespace)."""
+    if not isinstance(meta, dict):
+        return ()
+    found: list[str] = []
+    for scope in (meta, meta.get(namespace) if namespace else None):
+        if isinstance(scope, dict):
+            for key in CALL_ID_KEYS:
+                value = scope.get(key)
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    found.append(str(value))
+    return tuple(dict.fromkeys(found))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..channels import CLIENT_TOOLS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..hub import NotebookSession, SessionHub
+    from .hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
 

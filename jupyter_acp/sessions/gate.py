@@ -23,7 +23,6 @@ The threat model is in ``docs/security.md``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -32,8 +31,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.client_tools import call_ids
+from ..tools.host import Action, Refused, digest
+
 if TYPE_CHECKING:  # pragma: no cover
-    from ..hub import NotebookSession, SessionHub
+    from .hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
 
@@ -54,52 +56,6 @@ MAX_REMEMBERED_CALLS = 256
 #: largest arguments remembered for matching (larger ones are asked again)
 MAX_REMEMBERED_ARGS = 256 * 1024
 _TOOL_NAME = re.compile(r"client_[a-z][a-z0-9_]*")
-#: ``_meta`` keys agents use for the id of the tool call a request belongs to
-CALL_ID_KEYS = ("toolCallId", "claudecode/toolUseId", "progressToken")
-
-
-def digest(arguments: Any) -> str:
-    """A canonical digest of a call's arguments: key order and spacing do not matter."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def call_ids(meta: Any, namespace: str | None = None) -> tuple[str, ...]:
-    """The ids an agent attached to a request's ``_meta`` (flat, or under the convention's namespace)."""
-    if not isinstance(meta, dict):
-        return ()
-    found: list[str] = []
-    for scope in (meta, meta.get(namespace) if namespace else None):
-        if isinstance(scope, dict):
-            for key in CALL_ID_KEYS:
-                value = scope.get(key)
-                if isinstance(value, (str, int)) and not isinstance(value, bool):
-                    found.append(str(value))
-    return tuple(dict.fromkeys(found))
-
-
-@dataclass(frozen=True)
-class Action:
-    """One thing an agent asked the client to do."""
-
-    power: str  # "tool", FS_READ, FS_WRITE
-    name: str  # the tool's name, or the power
-    arguments: dict[str, Any]
-    channel: str
-    ids: tuple[str, ...] = ()
-
-    @property
-    def digest(self) -> str:
-        return digest(self.arguments)
-
-
-class Refused(Exception):
-    """An action the gate refused; ``rule`` names the rule, the message says how to change it."""
-
-    def __init__(self, rule: str, message: str, kind: str = "denied") -> None:
-        super().__init__(message)
-        self.rule = rule
-        self.kind = kind
 
 
 @dataclass
@@ -337,7 +293,20 @@ class Gate:
             call_ids=list(action.ids),
         )
 
-    # -- the entry points channels call ----------------------------------------------------------
+    # -- the entry points channels call (``channels.ToolGate``) ----------------------------------
+    def find_session(self, session_id: str) -> NotebookSession | None:
+        return self.hub.sessions.get(session_id)
+
+    async def list_tools(self, session: NotebookSession, channel: str) -> list[dict[str, Any]]:
+        """The session's tools in MCP's shape, asked afresh (kernel, language, writability)."""
+        ctx = self.hub.tool_context(session, channel)
+        out = []
+        for tool in await self.hub.tools.list_tools(ctx):
+            wire = tool.to_wire()
+            wire.pop("method", None)
+            out.append(wire)
+        return out
+
     async def call_tool(
         self, session: NotebookSession, name: str, arguments: dict[str, Any], *, channel: str, ids: tuple[str, ...] = ()
     ) -> dict[str, Any]:

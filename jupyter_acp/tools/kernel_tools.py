@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from ..frontend import NoTab, TabError
-from ..kernel import KernelTimeout, KernelUnavailable, clip
+from ..kernels import KernelTimeout, KernelUnavailable, clip
 from .notebook_tools import gate, has_kernel
 from .render import error_of, image_refs, render_outputs
 from .services import ToolServices

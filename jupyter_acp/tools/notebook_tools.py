@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernel import KernelUnavailable
+from ..kernels import KernelUnavailable
 from ..notebook import NotebookError, execute_cell, new_cell_id, origin_for
 from .render import error_of, first_line, image_refs, output_summary, render_outputs, short_diff
 from .services import ToolServices, gate

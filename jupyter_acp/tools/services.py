@@ -10,8 +10,9 @@ from traitlets import Dict, Enum, Float, Integer
 from traitlets.config import Configurable
 
 from ..frontend import FrontendBridge
-from ..kernel import KernelBridge
+from ..kernels import KernelBridge
 from ..notebook import NotebookAccess
+from .host import Action, Refused
 from .surface import ToolContext, error_result
 
 log = logging.getLogger(__name__)
@@ -70,13 +71,11 @@ async def gate(
 
     None when allowed, else the refusal to answer (it names the rule and how to change it).
     """
-    from ..sessions.gate import Action, Refused
-
     action = ctx.action if ctx.action is not None and ctx.action.name == tool_name else None
     if action is None:
         action = Action("tool", tool_name, arguments, ctx.channel, (ctx.tool_call_id,) if ctx.tool_call_id else ())
     try:
-        ctx.approval = await ctx.hub.gate.approve(ctx.session, action, title=title, kind=kind, preview=preview)
+        ctx.approval = await ctx.host.approve(ctx.session, action, title=title, kind=kind, preview=preview)
     except Refused as refusal:
         return error_result(str(refusal), kind=refusal.kind, structured={"rule": refusal.rule})
     return None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import client_tools
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..hub import NotebookSession, SessionHub
+    from .host import ToolHost, ToolSession
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,14 @@ def error_result(text: str, kind: str = "declined", structured: dict[str, Any] |
 class ToolContext:
     """What a tool call is bound to: one notebook session, looked up afresh at call time."""
 
-    hub: SessionHub
-    session: NotebookSession
+    host: ToolHost
+    session: ToolSession
+    #: shared services of the tool surface (kernel bridge, notebook access, frontend bridge)
+    services: Any = None
     turn_id: str | None = None
     tool_call_id: str | None = None
     channel: str = "client-tools"
-    #: the action the gate is deciding (``sessions.gate.Action``), when the call came through a channel
+    #: the action the gate is deciding (``host.Action``), when the call came through a channel
     action: Any = None
     #: how the gate allowed the call (for the audit event)
     approval: str | None = None
@@ -66,18 +68,13 @@ class ToolContext:
 
     @property
     def serverapp(self) -> Any:
-        return self.hub.serverapp
+        return self.host.serverapp
 
     async def kernel_id(self) -> str | None:
         """The notebook's *current* kernel (restarts and switches follow)."""
         if "kernel_id" not in self.cache:
-            self.cache["kernel_id"] = await self.hub.kernel_id_for(self.session.notebook)
+            self.cache["kernel_id"] = await self.host.kernel_id_for(self.session.notebook)
         return self.cache["kernel_id"]
-
-    @property
-    def services(self) -> Any:
-        """Shared services of the tool surface (kernel bridge, notebook access, frontend bridge)."""
-        return self.hub.tools.services
 
 
 @dataclass

@@ -7,7 +7,7 @@ Each channel must serve both calls and give the very same answer, the notebook's
 |--------------|------------------------------------------------|--------------------------------------------|
 | client-tools | org.mini-me client tools over the ACP pipe     | none (both tools are read-only)            |
 | mcp-http     | loopback MCP server given in session/new       | one per call (every MCP tool asks)         |
-| mcp-stdio    | ``python -m jupyter_acp.mcp_stdio`` shim        | one per call                               |
+| mcp-stdio    | ``python -m jupyter_acp.channels.mcp_stdio`` shim        | one per call                               |
 """
 
 from __future__ import annotations

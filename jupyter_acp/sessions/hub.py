@@ -18,22 +18,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .protocol import client_tools, codec
-from .acp.connection import AgentConnection, AgentError, AgentNeedsLogin
-from .protocol.jsonrpc import RpcError
-from .channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
-from .client import ClientEndpoint
-from .agents.catalog import AgentSpec
-from .protocol.transcript import exchanges
-from .protocol.paths import PathError, notebook_api_path
+from ..protocol import client_tools, codec
+from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
+from ..protocol.jsonrpc import RpcError
+from ..channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
+from .acp_client import ClientEndpoint
+from ..agents.catalog import AgentSpec
+from ..protocol.transcript import exchanges
+from ..protocol.paths import PathError, notebook_api_path
 from .store import SessionRecord, StoreError, TranscriptStore
-from .sessions.files import FileRules
-from .sessions.follow import ToolListFollower
-from .sessions.gate import Gate
-from .tools import ToolContext, ToolSurface
+from .files import FileRules
+from .follow import ToolListFollower
+from .gate import Gate
+from ..tools import ToolContext, ToolSurface
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .app import JupyterACP
+    from .settings import HubSettings
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class NotebookSession:
 
 
 class SessionHub:
-    def __init__(self, app: JupyterACP, store: TranscriptStore, tools: ToolSurface) -> None:
+    def __init__(self, app: HubSettings, store: TranscriptStore, tools: ToolSurface) -> None:
         self.app = app
         self.serverapp = app.serverapp
         self.store = store
@@ -223,6 +223,10 @@ class SessionHub:
 
     def _sessions_of(self, agent: str) -> list[NotebookSession]:
         return [s for s in self.sessions.values() if s.agent == agent]
+
+    async def approve(self, session: Any, action: Any, *, title: str, kind: str, preview: str = "") -> str:
+        """``ToolHost.approve``: a tool asks the one gate, with its own title and preview."""
+        return await self.gate.approve(session, action, title=title, kind=kind, preview=preview)
 
     def file_rules(self) -> FileRules:
         """What ``fs/*`` may touch (computed once: Jupyter's and IPython's folders, allow_hidden)."""
@@ -586,9 +590,9 @@ class SessionHub:
 
     async def _tool_host(self) -> Any:
         if self.mcp_host is None:
-            from .channels.mcp_http import McpToolHost  # light: no MCP SDK types on the server's path
+            from ..channels.mcp_http import McpToolHost  # light: no MCP SDK types on the server's path
 
-            self.mcp_host = McpToolHost(self)
+            self.mcp_host = McpToolHost(self.gate)
             self.mcp_host.start()
         return self.mcp_host
 
@@ -901,8 +905,9 @@ class SessionHub:
         if tool_call_id is None and action is not None and action.ids:
             tool_call_id = action.ids[0]
         return ToolContext(
-            hub=self,
+            host=self,
             session=session,
+            services=self.tools.services,
             turn_id=session.turn.id if session.turn else None,
             tool_call_id=tool_call_id,
             channel=channel,

@@ -1,4 +1,4 @@
-"""``python -m jupyter_acp.mcp_stdio``: the loopback MCP tool host, for agents that only take stdio servers.
+"""``python -m jupyter_acp.channels.mcp_stdio``: the loopback MCP tool host, for agents that only take stdio servers.
 
 Each line on stdin (a JSON-RPC message) is POSTed to the host named by ``JUPYTER_ACP_MCP_URL`` with
 the bearer in ``JUPYTER_ACP_MCP_BEARER``; each answer is written to stdout as one line.  Errors of the
@@ -13,7 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from .channels import SHIM_BEARER_ENV, SHIM_URL_ENV
+from . import SHIM_BEARER_ENV, SHIM_URL_ENV
 
 
 def forward(url: str, bearer: str, line: bytes) -> bytes | None:
@@ -46,7 +46,7 @@ def forward(url: str, bearer: str, line: bytes) -> bytes | None:
 def main() -> None:
     url, bearer = os.environ.get(SHIM_URL_ENV), os.environ.get(SHIM_BEARER_ENV)
     if not url or not bearer:
-        sys.stderr.write(f"jupyter_acp.mcp_stdio: {SHIM_URL_ENV} and {SHIM_BEARER_ENV} must be set\n")
+        sys.stderr.write(f"jupyter_acp.channels.mcp_stdio: {SHIM_URL_ENV} and {SHIM_BEARER_ENV} must be set\n")
         sys.exit(2)
     for line in sys.stdin.buffer:
         if not line.strip():

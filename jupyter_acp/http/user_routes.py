@@ -16,13 +16,13 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tornado import web, websocket
 
-from .hub import HubError, NotebookSession, SessionHub, encode
-from .store import cap_event
+from ..sessions.hub import HubError, NotebookSession, SessionHub, encode
+from ..sessions.store import cap_event
 
 #: largest WebSocket frame of events (one event bigger than this, up to max_event_bytes, goes alone)
 FRAME_BYTES = 256 * 1024
 
-from .protocol.kernel_link import AUTH_RESOURCE
+from ..protocol.kernel_link import AUTH_RESOURCE
 
 
 # -- request bodies ------------------------------------------------------------------------------
@@ -350,6 +350,9 @@ REQUEST_ID = r"(?P<request_id>[0-9a-zA-Z_-]{1,64})"
 
 
 def handlers() -> list[tuple[str, type]]:
+    from .frontend_socket import FrontendWebSocket
+    from .revert import RevertHandler
+
     sid = SESSION_ID
     return [
         (r"/jupyter-acp/agents", AgentsHandler),
@@ -364,4 +367,6 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/sessions/{sid}/always-allow", AlwaysAllowHandler),
         (rf"/jupyter-acp/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),
+        (rf"/jupyter-acp/sessions/{sid}/revert", RevertHandler),
+        (r"/jupyter-acp/frontend/ws", FrontendWebSocket),
     ]

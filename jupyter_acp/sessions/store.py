@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .protocol import codec
+from ..protocol import codec
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,16 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .protocol import client_tools
-from .protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
-from .channels import CLIENT_TOOLS
-from .sessions.files import FileRefused
-from .sessions.gate import FS_READ, FS_WRITE, Action, Refused, call_ids
+from ..protocol import client_tools
+from ..protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
+from ..channels import CLIENT_TOOLS
+from .files import FileRefused
+from ..protocol.client_tools import call_ids
+from ..tools.host import Action, Refused
+from .gate import FS_READ, FS_WRITE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .acp.connection import AgentConnection
+    from ..acp.connection import AgentConnection
     from .hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)

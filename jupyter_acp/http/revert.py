@@ -8,7 +8,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..handlers import BaseHandler
+from .user_routes import BaseHandler
 from ..notebook import NotebookError
 
 

@@ -1,0 +1,31 @@
+"""The settings the session hub reads, as a protocol: the app (``JupyterACP``) provides them; the hub never
+imports the app."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..agents.catalog import AgentSpec
+
+
+class HubSettings(Protocol):
+    serverapp: Any
+    agent_specs: dict[str, AgentSpec]
+    max_frame_bytes: int
+    agent_start_timeout: float
+    agent_log_bytes: int
+    max_sessions_per_agent: int
+    max_concurrent_turns: int
+    turn_idle_timeout: float
+    permission_timeout: float
+    cancel_grace: float
+    store_retry_interval: float
+    reseed_history_chars: int
+    replay_page_bytes: int
+    replay_page_events: int
+    kernel_start_wait: float
+
+    @property
+    def default_agent_name(self) -> str: ...
+
+    def agent_env(self, spec: AgentSpec) -> dict[str, str]: ...
