@@ -7,7 +7,7 @@ magic's main thread reads the same events the server would send, so rendering, p
 same code.  What is missing here: notebook cells and the sidebar. The agent's tools are this kernel's
 variables, lent through the ``org.mini-me`` client-tools convention: the server's own tool definitions
 (``tools/kernel_tools.py``: names, descriptions, input schemas, executors) served by a ``ToolSurface``, their
-kernel service answered in this process by ``kernels/summarise.py``.
+kernel service answered in this process by ``kernels/summarise.py`` (``local_tools.py``).
 """
 
 from __future__ import annotations
@@ -21,60 +21,18 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from collections.abc import Callable
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ..acp.process import curated_env
 from ..agents.catalog import AgentSpec, default_agents
-from ..kernels import summarise
 from ..protocol import client_tools
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
-from ..tools.kernel_tools import kernel_tools
-from ..tools.surface import ToolDef, ToolSurface
 from .errors import AcpError
+from .local_tools import LocalToolContext, variable_surface
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import AcpMagics
-
-#: the tools this kernel lends in the no-server mode: the server's own definitions (names, descriptions, schemas)
-VARIABLE_TOOLS = ("client_list_variables", "client_inspect_variable")
-
-
-def variable_tools() -> list[ToolDef]:
-    """The variable tools of ``tools/kernel_tools.py``, executors included (they run against ``InProcessKernel``)."""
-    return [t for t in kernel_tools() if t.name in VARIABLE_TOOLS]
-
-
-class InProcessKernel:
-    """The kernel service the variable tools ask, answered in this process by the summariser the server sends
-    to kernels (``kernels/summarise.py``): the same bounded summaries, without a round trip."""
-
-    def __init__(self, namespace: Callable[[], dict[str, Any]]) -> None:
-        self.namespace = namespace
-
-    async def language_async(self, kernel_id: str | None) -> str:
-        return "python"
-
-    async def list_variables(self, kernel_id: str, *, timeout: float = 15.0) -> tuple[list[dict[str, Any]], str]:
-        return summarise.list_names(self.namespace())["variables"], "in_process"
-
-    async def inspect_variable(self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0) -> dict[str, Any]:
-        return summarise.summarise(self.namespace(), {"op": "inspect", "name": name, "budget": budget})
-
-
-class LocalToolContext:
-    """What the tool surface and the executors read of a ``ToolContext``: the kernel (this one) and the services."""
-
-    def __init__(self, services: Any) -> None:
-        self.services = services
-        self.cache: dict[str, Any] = {}
-        self.notebook = ""
-
-    async def kernel_id(self) -> str:
-        return "in-process"
-
 
 class _LocalSession:
     def __init__(self, agent: str) -> None:
@@ -177,10 +135,7 @@ class LocalBackend:
         self._thread = threading.Thread(target=self._loop.run_forever, name="jupyter-acp-local", daemon=True)
         self._thread.start()
         self._turn_ids = itertools.count(1)
-        self.tools = ToolSurface(variable_tools())
-        self.tools.services = SimpleNamespace(
-            kernels=InProcessKernel(self.namespace), config=SimpleNamespace(variable_timeout=15.0)
-        )
+        self.tools = variable_surface(self.namespace)
         atexit.register(self.kill_now)
 
     def kill_now(self) -> None:

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from jupyter_acp.magic.local import VARIABLE_TOOLS, LocalBackend, _Client
+from jupyter_acp.magic.local import LocalBackend, _Client
+from jupyter_acp.magic.local_tools import VARIABLE_TOOLS
 from jupyter_acp.protocol import client_tools
 from jupyter_acp.testing.fake_model import FakeModel
 from jupyter_acp.tools.kernel_tools import kernel_tools
