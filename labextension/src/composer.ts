@@ -28,6 +28,7 @@ export interface IComposerHost {
   /** The bound notebook's path, if it is open. */
   path(): string | null;
   flash(text: string, level?: string): void;
+  renderChrome(): void;
 }
 
 export class Composer {
@@ -374,9 +375,12 @@ export class Composer {
       return;
     }
     this.stop.disabled = true;
+    view.stopping = view.model.runningTurn;
+    this._host.renderChrome();
     try {
       await this._host.api.cancel(view.info.id);
     } catch (err) {
+      view.stopping = null;
       this._host.flash(`Could not stop: ${(err as Error).message}`);
     } finally {
       this.stop.disabled = false;

@@ -21,6 +21,7 @@ import { Composer, IPanelSettings } from './composer';
 import { button, el } from './dom';
 import { Pickers } from './pickers';
 import { IRenderContext, renderItem } from './renderers';
+import { isLiveThought } from './renderers/messages';
 import { renderStatus } from './renderers/status';
 import { NoFetchSanitizer, onRemoteClick } from './sanitizer';
 import { SessionView } from './session';
@@ -48,7 +49,8 @@ export class AgentPanel extends Widget {
   private _view: SessionView | null = null;
   private _bindToken = 0;
   private _renderScheduled = false;
-  private _transient: { text: string; level: string } | null = null;
+  /** A message for a few seconds; one said while a turn ran (`turn`) goes when that turn ends. */
+  private _transient: { text: string; level: string; turn: string | null } | null = null;
   /** What the renderers see of the panel. */
   private _ctx: IRenderContext;
   private _pickers: Pickers;
@@ -78,7 +80,8 @@ export class AgentPanel extends Widget {
       isShown: view => view === this._view,
       scheduleRender: view => this._scheduleRender(view),
       flash: (text, level) => this._flash(text, level),
-      insertCell: source => this._insertCell(source)
+      insertCell: source => this._insertCell(source),
+      replaceCell: source => this._replaceCell(source)
     };
     const panel = this; // eslint-disable-line @typescript-eslint/no-this-alias
     const host = {
@@ -301,6 +304,7 @@ export class AgentPanel extends Widget {
     this._pickers.syncAgentSelect();
     this._render(view);
     view.log.scrollTop = view.log.scrollHeight;
+    void view.refreshRevertible(() => this._scheduleRender(view)); // edits reverted while away
     this._composer.updateChip();
     this._forget();
   }
@@ -352,8 +356,10 @@ export class AgentPanel extends Widget {
         view.log.insertBefore(entry.node, prev.nextSibling);
       }
       prev = entry.node;
-      if (entry.version !== item.version) {
+      const live = item.kind === 'thought' ? isLiveThought(view, item) : undefined;
+      if (entry.version !== item.version || entry.live !== live) {
         entry.version = item.version;
+        entry.live = live;
         renderItem(this._ctx, view, item, entry);
       }
     }
@@ -448,6 +454,9 @@ export class AgentPanel extends Widget {
     this._pickers.renderOptions();
     this._pickers.renderPolicy();
 
+    if (this._transient?.turn && this._transient.turn !== (model?.runningTurn ?? null)) {
+      this._transient = null; // "the agent is still working" is stale once it is not
+    }
     renderStatus(this._status, view, this._transient);
   }
 
@@ -461,8 +470,18 @@ export class AgentPanel extends Widget {
     notebook.activeCell?.model.sharedModel.setSource(source.replace(/\n$/, ''));
   }
 
+  private _replaceCell(source: string): void {
+    const nb = this._notebook;
+    const cell = nb && !nb.isDisposed ? nb.content.activeCell : null;
+    if (!cell) {
+      this._flash('No active cell to replace: click a cell in the notebook first.', 'warning');
+      return;
+    }
+    cell.model.sharedModel.setSource(source.replace(/\n$/, ''));
+  }
+
   private _flash(text: string, level = 'error'): void {
-    this._transient = { text, level };
+    this._transient = { text, level, turn: this._view?.model.runningTurn ?? null };
     this._renderChrome();
     setTimeout(() => {
       if (this._transient?.text === text) {

@@ -16,6 +16,11 @@ export interface IEntry {
   rendering?: boolean;
   dirty?: boolean;
   open?: boolean;
+  /**
+   * What the item showed that does not come from its own version: a thought is live while it is the
+   * running turn's last item ("Thinking…"), finished once anything follows it or the turn ends.
+   */
+  live?: boolean;
 }
 
 /** Events asked per page of older history. */
@@ -44,6 +49,8 @@ export class SessionView {
   historyIndex = -1;
   revertible = new Set<string>();
   draft = '';
+  /** The turn the user asked to stop (Esc or Stop): the status says "Stopping…" until it ends. */
+  stopping: string | null = null;
   private _poll: number | null = null;
 
   constructor(
@@ -93,7 +100,12 @@ export class SessionView {
         }
       }
     );
-    this.stream.onState = () => onChange();
+    this.stream.onState = state => {
+      if (state === 'open') {
+        void this.refreshRevertible(onChange); // a restarted server no longer holds older edits
+      }
+      onChange();
+    };
     this.watchStart(onChange);
   }
 
@@ -178,7 +190,13 @@ export class SessionView {
 
   /** Turns whose agent edits can be reverted; their turn-end lines get a "Revert" button. */
   async refreshRevertible(onChange: () => void): Promise<void> {
-    const turns = new Set((await this._api.revertible(this.info.id)).filter((t): t is string => !!t));
+    let listed: (string | null)[];
+    try {
+      listed = await this._api.revertible(this.info.id);
+    } catch {
+      return; // the server is away: the stream's state says so, the next refresh tries again
+    }
+    const turns = new Set(listed.filter((t): t is string => !!t));
     const changed = turns.size !== this.revertible.size || [...turns].some(t => !this.revertible.has(t));
     if (!changed) {
       return;

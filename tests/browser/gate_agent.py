@@ -163,7 +163,9 @@ def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = 
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     )
     (data / "labextensions").mkdir()
-    (data / "labextensions" / "jupyter-acp-host").symlink_to(REPO / "jupyter_acp" / "labextension")
+    # JUPYTER_ACP_TEST_LABEXTENSION: another build to serve (e.g. an older commit's, to see a test fail on it)
+    built = os.environ.get("JUPYTER_ACP_TEST_LABEXTENSION") or str(REPO / "jupyter_acp" / "labextension")
+    (data / "labextensions" / "jupyter-acp-host").symlink_to(built)
     agents = {
         "gate": {"command": sys.executable, "args": [str(HERE / "gate_agent.py")], "title": "Scripted: gate"},
         "builtin": {**fake_model.agent_entry(), "title": "Built-in (fake model)"},

@@ -18,4 +18,6 @@ export interface IRenderContext {
   flash(text: string, level?: string): void;
   /** A new code cell below the active one of the bound notebook. */
   insertCell(source: string): void;
+  /** Put `source` in the active cell of the bound notebook (one undo step in the cell). */
+  replaceCell(source: string): void;
 }

@@ -35,7 +35,7 @@ function renderItemUnsafe(ctx: IRenderContext, view: SessionView, item: Item, en
     case 'turn_end':
       return renderTurnEnd(ctx, view, item, entry);
     case 'notice':
-      return renderNotice(item, entry);
+      return renderNotice(view, item, entry);
     case 'audit':
       return renderAudit(item, entry);
     default:

@@ -1,10 +1,10 @@
 /** The conversation's words: the user's prompts, the agent's answers and thoughts, refused actions. */
 import { MimeModel } from '@jupyterlab/rendermime';
-import { addIcon, copyIcon } from '@jupyterlab/ui-components';
+import { addIcon, copyIcon, editIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { button, el } from '../dom';
-import type { IAuditItem, ITextItem, IUserItem } from '../model';
+import type { IAuditItem, ITextItem, IUserItem, Item } from '../model';
 import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
 
@@ -77,11 +77,13 @@ export function decorateCode(ctx: IRenderContext, root: HTMLElement): void {
     }
     const wrap = el('div', 'jp-ACP-code');
     pre.replaceWith(wrap);
+    const lang = codeLanguage(pre);
+    wrap.dataset.lang = lang;
     const bar = el('div', 'jp-ACP-codeBar');
     const code = () => pre.textContent ?? '';
     const copy = button(
-      '',
-      'jp-ACP-iconButton',
+      'Copy',
+      'jp-ACP-codeButton',
       () => {
         void navigator.clipboard?.writeText(code()).then(() => {
           copy.classList.add('jp-mod-done');
@@ -91,10 +93,39 @@ export function decorateCode(ctx: IRenderContext, root: HTMLElement): void {
       copyIcon,
       'Copy code'
     );
-    const insert = button('', 'jp-ACP-iconButton', () => ctx.insertCell(code()), addIcon, 'Insert as a cell below');
-    bar.append(copy, insert);
+    const insert = button(
+      'Insert',
+      'jp-ACP-codeButton',
+      () => ctx.insertCell(code()),
+      addIcon,
+      'Insert as a cell below'
+    );
+    const replace = button(
+      'Replace',
+      'jp-ACP-codeButton',
+      () => ctx.replaceCell(code()),
+      editIcon,
+      "Replace the active cell's source with this code"
+    );
+    bar.append(el('span', 'jp-ACP-codeLang', lang || 'code'), copy, insert, replace);
     wrap.append(bar, pre);
   });
+}
+
+/** The language of a rendered code block (`language-python` on its code element), if the answer named one. */
+function codeLanguage(pre: HTMLElement): string {
+  const names = [pre.className, pre.querySelector('code')?.className ?? ''].join(' ');
+  return /(?:^|\s)(?:language|lang)-([\w+#.-]+)/.exec(names)?.[1] ?? pre.dataset.lang ?? '';
+}
+
+/** A thought still being thought: the running turn's latest item (anything after it finishes it). */
+export function isLiveThought(view: SessionView, item: Item): boolean {
+  return (
+    item.kind === 'thought' &&
+    !!view.model.runningTurn &&
+    view.model.runningTurn === item.turnId &&
+    view.model.items[view.model.items.length - 1] === item
+  );
 }
 
 export function renderThought(view: SessionView, item: ITextItem, entry: IEntry): void {
@@ -106,7 +137,9 @@ export function renderThought(view: SessionView, item: ITextItem, entry: IEntry)
     details.append(summary, el('div', 'jp-ACP-thoughtText'));
     entry.node.appendChild(details);
   }
-  const running = view.model.runningTurn === item.turnId && view.model.items[view.model.items.length - 1] === item;
-  details.querySelector('summary')!.textContent = running ? 'Thinking…' : 'Thought';
+  const running = isLiveThought(view, item);
+  const summary = details.querySelector('summary')!;
+  summary.textContent = running ? 'Thinking…' : 'Thought';
+  summary.classList.toggle('jp-mod-running', running);
   details.querySelector('.jp-ACP-thoughtText')!.textContent = item.text;
 }

@@ -24,8 +24,11 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
           .revert(view.info.id, item.turnId)
           .then(() => view.refreshRevertible(() => ctx.scheduleRender(view)))
           .catch(err => {
+            // it can no longer work (reverted elsewhere, the document reloaded, the server restarted):
+            // say why, and ask the server which turns still can (the button goes if this one cannot)
             b.disabled = false;
             ctx.flash(`Could not revert: ${(err as Error).message}`);
+            void view.refreshRevertible(() => ctx.scheduleRender(view));
           });
       },
       undoIcon,
@@ -67,7 +70,28 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
   n.dataset.stopReason = item.stopReason ?? '';
 }
 
-export function renderNotice(item: INoticeItem, entry: IEntry): void {
+/**
+ * A notice in words: the server's "reverted the agent's edits of turn 3f2a… (1 change(s))" names the
+ * turn by the prompt that started it, never by its internal id.
+ */
+export function noticeText(view: SessionView, text: string): string {
+  const plural = (n: string) => `${n} change${n === '1' ? '' : 's'}`;
+  const reverted = /^reverted the agent's edits of turn (.+?) \((\d+) change\(s\)\)$/.exec(text);
+  if (reverted) {
+    const turn = reverted[1];
+    const prompt = view.model.items.find(i => i.kind === 'user' && i.turnId === turn);
+    const words = prompt && prompt.kind === 'user' ? prompt.text.trim().replace(/\s+/g, ' ') : '';
+    const which = words
+      ? ` for “${words.length > 60 ? words.slice(0, 59) + '…' : words}”`
+      : turn === '(outside a turn)'
+        ? ' made outside a turn'
+        : '';
+    return `Reverted the agent's edits${which} (${plural(reverted[2])}).`;
+  }
+  return text.replace(/\bturn [0-9a-f]{8,}\b/g, 'a turn').replace(/(\d+) change\(s\)/g, (_, n) => plural(n));
+}
+
+export function renderNotice(view: SessionView, item: INoticeItem, entry: IEntry): void {
   const n = entry.node;
   n.className = `jp-ACP-item jp-ACP-notice jp-mod-${item.level}`;
   // "starting agent…" drives the status line; in the log it is noise
@@ -75,5 +99,5 @@ export function renderNotice(item: INoticeItem, entry: IEntry): void {
   if (item.phase === 'session_reset') {
     n.classList.add('jp-ACP-divider');
   }
-  n.textContent = item.text;
+  n.textContent = noticeText(view, item.text);
 }

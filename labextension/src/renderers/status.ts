@@ -40,8 +40,13 @@ export function renderStatus(
     level = 'busy';
   } else if (running) {
     const waiting = model!.pendingPermissions().length;
-    text = waiting ? 'Waiting for your answer…' : 'The agent is working…';
-    level = waiting ? 'warning' : 'busy';
+    if (view!.stopping && view!.stopping === model!.runningTurn) {
+      text = 'Stopping the agent…';
+      level = 'busy';
+    } else {
+      text = waiting ? 'Waiting for your answer…' : 'The agent is working…';
+      level = waiting ? 'warning' : 'busy';
+    }
   }
   s.hidden = !text;
   s.dataset.state = text ? level : '';

@@ -1,4 +1,8 @@
-/** A tool card: kind icon, title and status; diffs and images always shown; arguments and output on a click. */
+/**
+ * A tool card: kind icon, title and status; diffs, plots and HTML outputs always shown; arguments and
+ * output on a click; the permission cards of the call.
+ */
+import { MimeModel } from '@jupyterlab/rendermime';
 import {
   LabIcon,
   bugIcon,
@@ -21,6 +25,8 @@ import type { IRenderContext } from './context';
 import { diff, textPreview } from './diff';
 import { permission } from './permissions';
 
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
 const KIND_ICONS: Record<string, LabIcon> = {
   read: fileIcon,
   edit: editIcon,
@@ -40,14 +46,52 @@ const STATUS_LABEL: Record<string, string> = {
   completed: 'done',
   failed: 'failed',
   cancelled: 'cancelled',
+  rejected: 'rejected',
   ended: 'no result'
 };
+
+/**
+ * The user rejected this call (a permission answered with a reject option) and it did not run: its
+ * badge says "rejected", not the "failed" agents report for it.
+ */
+export function wasRejected(item: IToolItem): boolean {
+  if (item.status === 'completed' || item.status === 'in_progress') {
+    return false;
+  }
+  return item.permissions.some(p => {
+    const answer = p.resolved;
+    if (!answer || answer.cancelled) {
+      return false;
+    }
+    const opt = p.options.find(o => o.optionId === answer.optionId);
+    return !!opt?.kind?.startsWith('reject');
+  });
+}
+
+/** An embedded HTML resource (a DataFrame's table). */
+function isHtml(block: any): boolean {
+  return (
+    block?.type === 'resource' && block.resource?.mimeType === 'text/html' && typeof block.resource.text === 'string'
+  );
+}
+
+function disposeRenderer(entry: IEntry): void {
+  if (entry.renderer) {
+    try {
+      entry.renderer.dispose();
+    } catch {
+      // detached with its node already
+    }
+    entry.renderer = undefined;
+  }
+}
 
 export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolItem, entry: IEntry): void {
   const n = entry.node;
   n.className = `jp-ACP-item jp-ACP-tool jp-mod-${item.status}`;
   n.dataset.status = item.status;
   n.dataset.toolCallId = item.toolCallId;
+  disposeRenderer(entry); // an HTML output's renderer of the previous rendering
   n.textContent = '';
   const pending = item.permissions.some(p => !p.resolved);
   const head = el('button', 'jp-ACP-toolHead');
@@ -55,7 +99,9 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
   head.setAttribute('aria-expanded', String(!!entry.open));
   head.appendChild((KIND_ICONS[item.toolKind] ?? bugIcon).element({ tag: 'span', className: 'jp-ACP-toolIcon' }));
   head.appendChild(el('span', 'jp-ACP-toolTitle', item.title));
-  head.appendChild(el('span', `jp-ACP-badge jp-mod-${item.status}`, STATUS_LABEL[item.status] ?? item.status));
+  const shown = wasRejected(item) ? 'rejected' : item.status;
+  n.classList.toggle('jp-mod-rejected', shown === 'rejected');
+  head.appendChild(el('span', `jp-ACP-badge jp-mod-${shown}`, STATUS_LABEL[shown] ?? shown));
   head.title = `${item.toolKind} tool call: show arguments and output`;
   head.addEventListener('click', () => {
     entry.open = !entry.open;
@@ -65,18 +111,29 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
 
   // Diffs (cell or file edits) and images are shown even when collapsed; they are the point.
   const visible = el('div', 'jp-ACP-toolVisible');
+  const seen = new Set<string>();
+  const image = (block: any) => {
+    const src = block.data
+      ? `data:${block.mimeType ?? 'image/png'};base64,${block.data}`
+      : typeof block.uri === 'string'
+        ? block.uri
+        : '';
+    if (src && !seen.has(src)) {
+      seen.add(src);
+      const img = mediaElement(ctx.sanitizer, src, 'img', `image from ${item.title}`, 'jp-ACP-toolImage');
+      img.title = 'Click to see it at full size';
+      img.addEventListener('click', () => img.classList.toggle('jp-mod-full'));
+      visible.appendChild(img);
+    }
+  };
+  const html: string[] = [];
   for (const c of item.content) {
     if (c?.type === 'diff') {
       visible.appendChild(diff(c));
     } else if (c?.type === 'content' && c.content?.type === 'image') {
-      const src = c.content.data
-        ? `data:${c.content.mimeType ?? 'image/png'};base64,${c.content.data}`
-        : typeof c.content.uri === 'string'
-          ? c.content.uri
-          : '';
-      if (src) {
-        visible.appendChild(mediaElement(ctx.sanitizer, src, 'img', `image from ${item.title}`, 'jp-ACP-toolImage'));
-      }
+      image(c.content);
+    } else if (c?.type === 'content' && isHtml(c.content)) {
+      html.push(String(c.content.resource.text));
     } else if (c?.type === 'content' && c.content?.type === 'resource_link' && typeof c.content.uri === 'string') {
       const a = el('a', 'jp-ACP-resourceLink', String(c.content.name ?? c.content.title ?? c.content.uri));
       a.href = c.content.uri;
@@ -85,6 +142,27 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
       a.title = c.content.uri;
       visible.appendChild(a);
     }
+  }
+  // a tool's MCP result (the built-in agent reports it as rawOutput): the plots of agent-run code
+  // are its image blocks, HTML outputs (DataFrames) its text/html resources
+  const result = item.rawOutput;
+  if (result && typeof result === 'object' && Array.isArray(result.content)) {
+    for (const block of result.content) {
+      if (block?.type === 'image') {
+        image(block);
+      } else if (isHtml(block)) {
+        html.push(String(block.resource.text));
+      }
+    }
+  }
+  if (html.length) {
+    // JupyterLab's HTML renderer, untrusted: its sanitizer (the sidebar's, which fetches nothing)
+    const box = el('div', 'jp-ACP-toolHtml');
+    const renderer = ctx.rendermime.createRenderer('text/html');
+    entry.renderer = renderer;
+    box.appendChild(renderer.node); // not attached as a widget: the card may be rebuilt (or off screen)
+    void renderer.renderModel(new MimeModel({ data: { 'text/html': html.join('\n') }, trusted: false }));
+    visible.appendChild(box);
   }
   if (visible.childElementCount) {
     n.appendChild(visible);

@@ -1,0 +1,178 @@
+"""The panel's rough edges (issue 17), each in a real JupyterLab with a scripted agent, screenshots saved.
+
+Item 6 (stale states): a finished thought says "Thought"; after Esc no "still working" next to Send; a
+rejected call's badge says "rejected"; notices name no internal turn ids; "Revert agent edits" goes once
+it can no longer work. Item 2 (code blocks), item 1 (plots and tables in tool cards), item 5 (errors: one
+line, an action, the raw text under Details), item 8 (layout at 250 px and 1,100 px).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from gate_agent import lab_with
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+LONG = 60_000
+HERE = Path(__file__).resolve().parent
+
+#: the built-in agent on a fake model of this module: "add a cell" inserts one (an edit to revert)
+RULES = [
+    {"tool": "insert_cell", "match": "add a cell", "arguments": {"source": "y = 1"}},
+    {"role": "tool", "text": "Added a cell."},
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A lab with the scripted `polish` agent and the built-in agent on this module's fake model."""
+    from jupyter_acp.testing.fake_model import FakeModel
+
+    polish = {"command": sys.executable, "args": [str(HERE / "polish_agent.py")], "title": "Scripted: polish"}
+    with FakeModel(RULES) as fm, lab_with(tmp_path_factory.mktemp("polish-lab"), fm, {"polish": polish}) as lab:
+        yield lab
+
+
+def idle(panel) -> None:
+    """The turn is over: Send is back."""
+    expect(panel.locator(".jp-ACP-send")).to_be_visible(timeout=LONG)
+
+
+def test_stale_states(ui):
+    nb = ui.lab.notebook("stale.ipynb", ["x = 1"], ids=["c1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("polish")
+    ui.widen_panel()
+    panel = ui.panel
+    status = panel.locator(".jp-ACP-status")
+
+    # a thought followed by the answer is finished: "Thought", no spinner-like "Thinking…"
+    ui.send("think")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("The answer is 42.", timeout=LONG)
+    idle(panel)
+    summary = panel.locator(".jp-ACP-thought summary").last
+    expect(summary).to_have_text("Thought")
+    expect(summary).not_to_have_class(re.compile("jp-mod-running"))
+
+    # Enter while the agent works says so; after Esc the turn ends and that message goes with it
+    ui.send("ponder")
+    expect(panel.locator(".jp-ACP-thought summary").last).to_have_text("Thinking…", timeout=LONG)
+    box = panel.get_by_label("Message to the agent")
+    box.fill("another question")
+    box.press("Enter")
+    expect(status).to_contain_text("still working")
+    ui.shot("still-working")
+    box.press("Escape")
+    idle(panel)
+    expect(status).not_to_contain_text("still working", timeout=1500)
+    expect(panel.locator(".jp-ACP-thought summary").last).to_have_text("Thought")
+    expect(box).to_have_value("another question")  # the draft stays for the user to send
+    ui.shot("after-escape")
+
+    # a rejected call is "rejected", not "failed"
+    box.fill("")
+    ui.send("reject")
+    card = panel.locator(".jp-ACP-tool").last
+    card.locator(".jp-ACP-permissionOption[data-option-kind='reject_once']").click()
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("You rejected the edit", timeout=LONG)
+    badge = card.locator(".jp-ACP-badge")
+    expect(badge).to_have_text("rejected")
+    expect(badge).to_have_class(re.compile("jp-mod-rejected"))
+    ui.shot("rejected")
+
+    # the built-in agent inserts a cell; "Revert agent edits" undoes it and then goes away; the notice
+    # says what happened in words (no internal turn id)
+    ui.pick_agent("builtin")
+    ui.send("add a cell")
+    cells = ui.page.locator(".jp-NotebookPanel:visible .jp-Cell")
+    expect(cells).to_have_count(2, timeout=LONG)
+    idle(panel)
+    end = panel.locator(".jp-ACP-turnEnd").last
+    revert = end.locator(".jp-ACP-revert")
+    expect(revert).to_be_visible(timeout=LONG)
+    revert.click()
+    expect(cells).to_have_count(1, timeout=LONG)
+    notice = panel.locator(".jp-ACP-notice").last
+    expect(notice).to_contain_text("Reverted the agent's edits", timeout=LONG)
+    text = notice.inner_text()
+    assert not re.search(r"\b[0-9a-f]{8,}\b", text), f"the notice shows an internal id: {text!r}"
+    assert "change(s)" not in text, text
+    expect(revert).to_have_count(0)
+    ui.shot("reverted")
+
+
+def test_code_blocks_read_like_jupyterlab_code(ui):
+    nb = ui.lab.notebook("code.ipynb", ["x = 1"], ids=["c1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("polish")
+    panel, page = ui.panel, ui.page
+    ui.send("code")
+    answer = panel.locator(".jp-ACP-message").last
+    expect(answer).to_contain_text("Second heading", timeout=LONG)
+    blocks = answer.locator(".jp-ACP-code")
+    expect(blocks).to_have_count(2)
+    first = blocks.first
+    # a header row: the language, then Copy / Insert below / Replace active cell (not over the code)
+    expect(first.locator(".jp-ACP-codeLang")).to_have_text("python")
+    expect(blocks.nth(1).locator(".jp-ACP-codeLang")).to_have_text("code")
+    bar = first.locator(".jp-ACP-codeBar")
+    for name in ("Copy code", "Insert as a cell below", "Replace the active cell's source with this code"):
+        expect(bar.get_by_role("button", name=name)).to_be_visible()
+    pre = first.locator("pre")
+    assert bar.bounding_box()["y"] + bar.bounding_box()["height"] <= pre.bounding_box()["y"] + 1, "the bar covers the code"
+    # no wrap (indentation kept), the long line scrolls sideways, the editor's background
+    look = pre.evaluate(
+        """p => { const s = getComputedStyle(p); const w = getComputedStyle(p.closest('.jp-ACP-code'));
+                  const probe = document.createElement('div'); probe.style.background = 'var(--jp-cell-editor-background)';
+                  document.body.appendChild(probe); const want = getComputedStyle(probe).backgroundColor; probe.remove();
+                  return {ws: s.whiteSpace, ox: s.overflowX, scroll: p.scrollWidth > p.clientWidth + 20,
+                          bg: w.backgroundColor, want}; }"""
+    )
+    assert look["ws"] == "pre" and look["ox"] == "auto" and look["scroll"], look
+    assert look["bg"] == look["want"], look
+    # headings at chat size: h1 at most 1.4 times the text
+    sizes = answer.evaluate(
+        "a => [a.querySelector('h1'), a.querySelector('p')].map(e => parseFloat(getComputedStyle(e).fontSize))"
+    )
+    assert sizes[0] <= sizes[1] * 1.4, sizes
+    ui.widen_panel()
+    ui.shot("code-block", full=False)
+
+    # Replace active cell puts the code in the active cell; Insert adds a cell below
+    cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
+    bar.get_by_role("button", name="Replace the active cell's source with this code").click()
+    expect(cells.first).to_contain_text("def monthly_totals(df):")
+    bar.get_by_role("button", name="Insert as a cell below").click()
+    expect(cells).to_have_count(2)
+
+
+def test_plots_and_tables_render_in_the_tool_card(ui):
+    nb = ui.lab.notebook("plot.ipynb", ["x = 1"], ids=["c1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("polish")
+    panel = ui.panel
+    ui.send("plot")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("See the chart above.", timeout=LONG)
+    card = panel.locator(".jp-ACP-tool").last
+    # the plot (an image block of the tool's result) shows without opening the card, within a height cap
+    img = card.locator(".jp-ACP-toolVisible img.jp-ACP-toolImage")
+    expect(img).to_have_count(1)
+    expect(img).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+    size = img.evaluate("i => ({h: i.getBoundingClientRect().height, nat: i.naturalHeight})")
+    assert size["nat"] == 480 and 50 < size["h"] <= 320, size
+    # the HTML table through JupyterLab's (sanitized) HTML renderer
+    table = card.locator(".jp-ACP-toolHtml .jp-RenderedHTMLCommon table")
+    expect(table).to_be_visible()
+    expect(table).to_contain_text("2024-02")
+    ui.widen_panel()
+    ui.shot("plot-in-card", full=False)
+    img.click()
+    expect(img).to_have_class(re.compile("jp-mod-full"))
