@@ -22,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jupyter_acp.protocol.jsonrpc import JsonRpcConnection  # noqa: E402
-from jupyter_acp.testing.fake_model import FakeModel  # noqa: E402
+from jupyter_acp.protocol.jsonrpc import JsonRpcConnection
+from jupyter_acp.testing.fake_model import FakeModel
 
-SDK_ECHO_AGENT = r'''
+SDK_ECHO_AGENT = r"""
 import asyncio, uuid
 from acp import run_agent
 from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
@@ -41,7 +41,7 @@ class EchoAgent:
         return PromptResponse(stop_reason="end_turn")
 
 asyncio.run(run_agent(EchoAgent()))
-'''
+"""
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
 
@@ -65,8 +65,12 @@ class Client:
 
 async def spawn(argv: list[str], env: dict[str, str]) -> tuple[asyncio.subprocess.Process, JsonRpcConnection, Client]:
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, **env}, limit=1 << 24,
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **env},
+        limit=1 << 24,
     )
     client = Client()
     conn = JsonRpcConnection(proc.stdout, proc.stdin, client, name="bench")  # type: ignore[arg-type]
@@ -78,7 +82,7 @@ async def stop(proc: asyncio.subprocess.Process, conn: JsonRpcConnection) -> Non
     conn.close()
     try:
         await asyncio.wait_for(proc.wait(), 20)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
 
@@ -127,8 +131,10 @@ async def main(runs: int, n_tokens: int, pace: float) -> dict[str, Any]:
         floor_t.append(await startup(floor, env, state))
         ours_t.append(await startup(ours, env, state))
     start_ratio = statistics.median(ours_t) / statistics.median(floor_t)
-    print(f"start-up (spawn -> initialize -> session/new): agent {statistics.median(ours_t) * 1000:.0f} ms, "
-          f"ACP SDK echo agent {statistics.median(floor_t) * 1000:.0f} ms, ratio {start_ratio:.2f}x (goal <= 1.5x)")
+    print(
+        f"start-up (spawn -> initialize -> session/new): agent {statistics.median(ours_t) * 1000:.0f} ms, "
+        f"ACP SDK echo agent {statistics.median(floor_t) * 1000:.0f} ms, ratio {start_ratio:.2f}x (goal <= 1.5x)"
+    )
 
     # 2. streaming tokens/s: unpaced (the fake model as fast as it can), then paced like a (very fast) model
     proc, conn, client = await spawn(ours, env)
@@ -147,7 +153,9 @@ async def main(runs: int, n_tokens: int, pace: float) -> dict[str, Any]:
             tokens, secs = await raw_stream(model)
             raw_rates.append(tokens / secs)
             # a fresh session each time, so the history stays small
-            prompt["sessionId"] = (await conn.request("session/new", {"cwd": state, "mcpServers": []}, timeout=60))["sessionId"]
+            prompt["sessionId"] = (await conn.request("session/new", {"cwd": state, "mcpServers": []}, timeout=60))[
+                "sessionId"
+            ]
             client.chunks, client.text = 0, []
             t0 = time.perf_counter()
             await conn.request("session/prompt", prompt, timeout=300)
@@ -155,11 +163,18 @@ async def main(runs: int, n_tokens: int, pace: float) -> dict[str, Any]:
             agent_rates.append(client.tokens() / secs)
             updates.append(client.chunks)
         ratio = statistics.median(agent_rates) / statistics.median(raw_rates)
-        stream[label] = (statistics.median(agent_rates), statistics.median(raw_rates), ratio, statistics.median(updates))
+        stream[label] = (
+            statistics.median(agent_rates),
+            statistics.median(raw_rates),
+            ratio,
+            statistics.median(updates),
+        )
         what = "as fast as the fake model serves" if not delay else f"fake model paced at {delay * 1000:g} ms per token"
-        print(f"streaming, {what}: through the agent {stream[label][0]:.0f} tokens/s "
-              f"({stream[label][3]:.0f} updates for {n_tokens} tokens), fake model raw {stream[label][1]:.0f} tokens/s, "
-              f"ratio {ratio:.2f}x (goal >= 0.9x)")
+        print(
+            f"streaming, {what}: through the agent {stream[label][0]:.0f} tokens/s "
+            f"({stream[label][3]:.0f} updates for {n_tokens} tokens), fake model raw {stream[label][1]:.0f} tokens/s, "
+            f"ratio {ratio:.2f}x (goal >= 0.9x)"
+        )
     await stop(proc, conn)
     # litellm alone, in this process, on the unpaced stream: the ceiling any litellm-based agent has
     model.rules[0]["delay"] = 0.0
@@ -169,15 +184,22 @@ async def main(runs: int, n_tokens: int, pace: float) -> dict[str, Any]:
     lite: list[float] = []
     for _ in range(runs + 1):
         n, t0 = 0, time.perf_counter()
-        resp = await litellm.acompletion(model="openai/fake", api_base=model.url, api_key="sk-bench", stream=True,
-                                         messages=[{"role": "user", "content": "bench"}])
+        resp = await litellm.acompletion(
+            model="openai/fake",
+            api_base=model.url,
+            api_key="sk-bench",
+            stream=True,
+            messages=[{"role": "user", "content": "bench"}],
+        )
         async for chunk in resp:
             if chunk.choices and chunk.choices[0].delta.content:
                 n += 1
         lite.append(n / (time.perf_counter() - t0))
     lite_rate = statistics.median(lite[1:])
-    print(f"litellm alone (no agent, no ACP), unpaced: {lite_rate:.0f} tokens/s; the agent reaches "
-          f"{stream['unpaced'][0] / lite_rate:.2f}x of it")
+    print(
+        f"litellm alone (no agent, no ACP), unpaced: {lite_rate:.0f} tokens/s; the agent reaches "
+        f"{stream['unpaced'][0] / lite_rate:.2f}x of it"
+    )
     stream["litellm_alone"] = (lite_rate, stream["unpaced"][1], lite_rate / stream["unpaced"][1], 0)
     await model.stop()
     summary = {

@@ -48,12 +48,17 @@ class Worker:
     async def run(self, until: float) -> None:
         while time.monotonic() < until:
             last = self.last
-            ws = await websocket_connect(HTTPRequest(
-                f"ws://127.0.0.1:{self.server.port}/jupyter-acp/sessions/{self.sid}/stream?after={last}",
-                headers=self.server.headers))
+            ws = await websocket_connect(
+                HTTPRequest(
+                    f"ws://127.0.0.1:{self.server.port}/jupyter-acp/sessions/{self.sid}/stream?after={last}",
+                    headers=self.server.headers,
+                )
+            )
             t0 = time.perf_counter()
-            resp = await self.client.post(self.server.url("sessions", self.sid, "prompt"),
-                                          json={"text": f"load test turn {self.turns} with a few words"})
+            resp = await self.client.post(
+                self.server.url("sessions", self.sid, "prompt"),
+                json={"text": f"load test turn {self.turns} with a few words"},
+            )
             if resp.status_code != 202:
                 self.failed.append(f"prompt answered {resp.status_code}: {resp.text[:200]}")
                 ws.close()
@@ -71,8 +76,11 @@ class Worker:
                 for event in batch:
                     self.received.append(event["seq"])
                     self.last = max(self.last, event["seq"])
-                    if event["type"] == "session_update" and first is None and event["update"].get(
-                            "sessionUpdate") == "agent_message_chunk":
+                    if (
+                        event["type"] == "session_update"
+                        and first is None
+                        and event["update"].get("sessionUpdate") == "agent_message_chunk"
+                    ):
                         first = time.perf_counter() - t0
                     if event["type"] == "turn_ended" and event["turn_id"] == turn:
                         done = True
@@ -103,19 +111,34 @@ async def main_async(args: argparse.Namespace) -> None:
     with FakeModel([{"text": "A short answer from the fake model, streamed word by word."}]) as model:
         py = sys.executable
         agents = {
-            "echo": {"command": py, "args": ["-m", "jupyter_acp.agent", "--echo", "--max-concurrent", "256"],
-                     "tool_channel": "client-tools"},
-            "builtin": {"command": py, "args": ["-m", "jupyter_acp.agent", "--max-concurrent", "256"],
-                        "tool_channel": "client-tools",
-                        "env": {"JUPYTER_ACP_MODEL": "openai/fake", "JUPYTER_ACP_API_BASE": model.url,
-                                "OPENAI_API_KEY": "sk-fake", "JUPYTER_ACP_AGENT_MODE": "auto"}},
+            "echo": {
+                "command": py,
+                "args": ["-m", "jupyter_acp.agent", "--echo", "--max-concurrent", "256"],
+                "tool_channel": "client-tools",
+            },
+            "builtin": {
+                "command": py,
+                "args": ["-m", "jupyter_acp.agent", "--max-concurrent", "256"],
+                "tool_channel": "client-tools",
+                "env": {
+                    "JUPYTER_ACP_MODEL": "openai/fake",
+                    "JUPYTER_ACP_API_BASE": model.url,
+                    "OPENAI_API_KEY": "sk-fake",
+                    "JUPYTER_ACP_AGENT_MODE": "auto",
+                },
+            },
         }
-        server = ServerProcess(root, tmp / "data", agents=agents,
-                               extra_args=["--JupyterACP.max_concurrent_turns=256", "--JupyterACP.max_sessions_per_agent=256"])
+        server = ServerProcess(
+            root,
+            tmp / "data",
+            agents=agents,
+            extra_args=["--JupyterACP.max_concurrent_turns=256", "--JupyterACP.max_sessions_per_agent=256"],
+        )
         server.start()
         try:
-            async with httpx.AsyncClient(headers=server.headers, timeout=120,
-                                         limits=httpx.Limits(max_connections=400)) as client:
+            async with httpx.AsyncClient(
+                headers=server.headers, timeout=120, limits=httpx.Limits(max_connections=400)
+            ) as client:
                 floor = []
                 for _ in range(50):
                     t0 = time.perf_counter()
@@ -151,9 +174,13 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"floor: bare HTTP GET     {med_floor:.2f} ms median")
     for agent in ("echo", "builtin"):
         ttfc = [t * 1000 for w in workers if w.agent == agent for t in w.ttfc]
-        print(f"{agent:8s} first chunk     p50 {pct(ttfc, 0.5):7.1f} ms   p95 {pct(ttfc, 0.95):7.1f} ms"
-              f"   (p95 = {pct(ttfc, 0.95) / med_floor:.0f}x the floor)")
-    print(f"server memory            {rss0:.0f} MiB -> {rss1:.0f} MiB: {(rss1 - rss0) * 1024 / len(workers):.0f} KiB per session")
+        print(
+            f"{agent:8s} first chunk     p50 {pct(ttfc, 0.5):7.1f} ms   p95 {pct(ttfc, 0.95):7.1f} ms"
+            f"   (p95 = {pct(ttfc, 0.95) / med_floor:.0f}x the floor)"
+        )
+    print(
+        f"server memory            {rss0:.0f} MiB -> {rss1:.0f} MiB: {(rss1 - rss0) * 1024 / len(workers):.0f} KiB per session"
+    )
     failures = [f for w in workers for f in w.failed][:5]
     if failures:
         print("first failures:", *failures, sep="\n  ")

@@ -26,7 +26,11 @@ import nbformat
 from jupyter_acp.testing.events import message_text
 from jupyter_acp.testing.server import ServerProcess
 
-AGENT = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.agents", "mcp_bench"], "tool_channel": "mcp-http"}
+AGENT = {
+    "command": sys.executable,
+    "args": ["-m", "jupyter_acp.testing.agents", "mcp_bench"],
+    "tool_channel": "mcp-http",
+}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -53,8 +57,12 @@ def main() -> None:
     nb.cells = [nbformat.v4.new_code_cell(f"x{i} = {i}\nprint(x{i})") for i in range(args.cells)]
     for i in range(args.sessions):
         nbformat.write(nb, root / f"nb{i:02d}.ipynb")
-    server = ServerProcess(root, tmp / "data", agents={"bench": AGENT},
-                           extra_args=["--JupyterACP.max_concurrent_turns=128", "--JupyterACP.turn_idle_timeout=600"])
+    server = ServerProcess(
+        root,
+        tmp / "data",
+        agents={"bench": AGENT},
+        extra_args=["--JupyterACP.max_concurrent_turns=128", "--JupyterACP.turn_idle_timeout=600"],
+    )
     server.start()
     try:
         sids = [server.open_session(f"nb{i:02d}.ipynb", "bench")["id"] for i in range(args.sessions)]
@@ -83,11 +91,15 @@ def main() -> None:
     under = [v for r in loaded for v in r["call"]]
     print(f"notebook                     {args.cells} cells; {args.calls} idle calls; {len(loaded)} sessions at once")
     print(f"floor: bare POST (ping)      {ping:7.2f} ms median")
-    print(f"tools/call outline           {call:7.2f} ms median  ({call / ping:.1f}x the bare POST; goal <= 1.5x plus the tool's own time)")
+    print(
+        f"tools/call outline           {call:7.2f} ms median  ({call / ping:.1f}x the bare POST; goal <= 1.5x plus the tool's own time)"
+    )
     print(f"first call of a notebook     {statistics.median(cold):7.2f} ms median (opens the live document)")
     print(f"idle p95                     {pct(idle['call'], 0.95):7.2f} ms")
-    print(f"{len(loaded)} sessions at once p95    {pct(under, 0.95):7.2f} ms  "
-          f"({pct(under, 0.95) / pct(idle['call'], 0.95):.1f}x idle p95; goal <= 3x)  [{len(under)} calls in {wall:.1f} s]")
+    print(
+        f"{len(loaded)} sessions at once p95    {pct(under, 0.95):7.2f} ms  "
+        f"({pct(under, 0.95) / pct(idle['call'], 0.95):.1f}x idle p95; goal <= 3x)  [{len(under)} calls in {wall:.1f} s]"
+    )
 
 
 if __name__ == "__main__":

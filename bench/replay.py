@@ -145,8 +145,10 @@ async def main_async(args: argparse.Namespace) -> None:
     (tmp / "root").mkdir()
     (tmp / "root" / "nb.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
     size = int(args.size_mib * MiB)
-    agent = {"command": sys.executable,
-             "args": ["-m", "jupyter_acp.testing.agents", "big_frame", "--size", str(size), "--chunks", "1"]}
+    agent = {
+        "command": sys.executable,
+        "args": ["-m", "jupyter_acp.testing.agents", "big_frame", "--size", str(size), "--chunks", "1"],
+    }
     server = ServerProcess(tmp / "root", tmp / "data", agents={"big": agent})
     server.start()
     try:
@@ -156,8 +158,10 @@ async def main_async(args: argparse.Namespace) -> None:
         fill_s = time.perf_counter() - t0
         last = server.get("sessions", sid).json()["last_seq"]
         store = sum(f.stat().st_size for f in (tmp / "data").glob("store.sqlite*"))
-        print(f"history                    {args.updates} updates of {args.size_mib} MiB through the agent in "
-              f"{fill_s:.1f} s; {last} events; store files {store / MiB:.1f} MiB")
+        print(
+            f"history                    {args.updates} updates of {args.size_mib} MiB through the agent in "
+            f"{fill_s:.1f} s; {last} events; store files {store / MiB:.1f} MiB"
+        )
         results: dict[str, list[tuple[int, tuple[int, int, int, int], float, str]]] = {}
         for _ in range(args.rounds):
             for name in ("stream?after=0", "GET events?after=0", "GET every page (before=)"):
@@ -180,12 +184,16 @@ async def main_async(args: argparse.Namespace) -> None:
         status = max(r[2] for r in runs)
         ratio = growth / PAGE
         worst_ratio = max(worst_ratio, ratio)
-        print(f"{name:26s} {n:5d} events, {sent / MiB:6.2f} MiB in {count} frames/answers (largest "
-              f"{biggest / 1024:.0f} KiB); RSS +{growth / MiB:.1f} MiB (median +"
-              f"{statistics.median(r[0] for r in runs) / MiB:.1f}); /api/status worst {status * 1000:.0f} ms"
-              + "".join(f"; {r[3]}" for r in runs if r[3]))
-    print(f"replay memory              peak RSS growth {worst_ratio * PAGE / MiB:.1f} MiB against one page "
-          f"{PAGE / MiB:.0f} MiB: {worst_ratio:.1f}x (goal <= {GOAL}x; the code before paging: +971 MiB, 971x, /api/status 2.1 s)")
+        print(
+            f"{name:26s} {n:5d} events, {sent / MiB:6.2f} MiB in {count} frames/answers (largest "
+            f"{biggest / 1024:.0f} KiB); RSS +{growth / MiB:.1f} MiB (median +"
+            f"{statistics.median(r[0] for r in runs) / MiB:.1f}); /api/status worst {status * 1000:.0f} ms"
+            + "".join(f"; {r[3]}" for r in runs if r[3])
+        )
+    print(
+        f"replay memory              peak RSS growth {worst_ratio * PAGE / MiB:.1f} MiB against one page "
+        f"{PAGE / MiB:.0f} MiB: {worst_ratio:.1f}x (goal <= {GOAL}x; the code before paging: +971 MiB, 971x, /api/status 2.1 s)"
+    )
 
 
 def main() -> None:

@@ -78,7 +78,9 @@ class BenchAgent:
                 await self.timed(20, "_bench/echo", meta)
                 await self.timed(20, "_jupyter-acp/notebook_outline", {**meta, **spec.get("outline_args", {})})
                 floor = await self.timed(rounds, "_bench/echo", meta)
-                tool = await self.timed(rounds, "_jupyter-acp/notebook_outline", {**meta, **spec.get("outline_args", {})})
+                tool = await self.timed(
+                    rounds, "_jupyter-acp/notebook_outline", {**meta, **spec.get("outline_args", {})}
+                )
                 out["outline"] = {"floor": floor, "tool": tool}
             elif what == "variables":
                 await self.timed(5, "_jupyter-acp/list_variables", meta)
@@ -120,9 +122,19 @@ class BenchAgent:
                 data = await self.run_bench(sid, spec)
             except Exception as exc:  # report, never hang the turn
                 data = {"error": repr(exc)}
-            self.send({"jsonrpc": "2.0", "method": "session/update", "params": {
-                "sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk",
-                                             "content": {"type": "text", "text": json.dumps(data)}}}})
+            self.send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": sid,
+                        "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": json.dumps(data)},
+                        },
+                    },
+                }
+            )
             result = {"stopReason": "end_turn"}
         elif rid is not None:
             self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
@@ -149,7 +161,9 @@ class BenchAgent:
 
 
 def ms(values: list[float]) -> str:
-    return f"median {statistics.median(values) * 1000:.3f} ms, p90 {sorted(values)[int(len(values) * 0.9)] * 1000:.3f} ms"
+    return (
+        f"median {statistics.median(values) * 1000:.3f} ms, p90 {sorted(values)[int(len(values) * 0.9)] * 1000:.3f} ms"
+    )
 
 
 def rss_kb(pid: int) -> int:
@@ -169,7 +183,9 @@ async def bare_inspect(connection_file: Path, rounds: int) -> list[float]:
     times = []
     try:
         for i in range(rounds + 5):
-            msg = kc.session.msg("debug_request", {"type": "request", "seq": i + 1, "command": "inspectVariables", "arguments": {}})
+            msg = kc.session.msg(
+                "debug_request", {"type": "request", "seq": i + 1, "command": "inspectVariables", "arguments": {}}
+            )
             t0 = time.perf_counter()
             kc.control_channel.send(msg)
             while True:
@@ -217,10 +233,25 @@ class BareGatewayKernel:
 
         self.n += 1
         mid = uuid.uuid4().hex
-        self.ws.send(json.dumps({
-            "header": {"msg_id": mid, "msg_type": msg_type, "session": self.session, "username": "bench",
-                       "version": "5.3", "date": ""},
-            "parent_header": {}, "metadata": {}, "content": content, "channel": channel, "buffers": []}))
+        self.ws.send(
+            json.dumps(
+                {
+                    "header": {
+                        "msg_id": mid,
+                        "msg_type": msg_type,
+                        "session": self.session,
+                        "username": "bench",
+                        "version": "5.3",
+                        "date": "",
+                    },
+                    "parent_header": {},
+                    "metadata": {},
+                    "content": content,
+                    "channel": channel,
+                    "buffers": [],
+                }
+            )
+        )
         reply, idle = None, not until_idle
         while reply is None or not idle:
             msg = json.loads(self.ws.recv())
@@ -233,8 +264,12 @@ class BareGatewayKernel:
         return reply
 
     def execute(self, code: str) -> dict[str, Any]:
-        return self.request("shell", "execute_request", {"code": code, "silent": False, "store_history": True,
-                                                         "allow_stdin": False, "stop_on_error": True}, True)
+        return self.request(
+            "shell",
+            "execute_request",
+            {"code": code, "silent": False, "store_history": True, "allow_stdin": False, "stop_on_error": True},
+            True,
+        )
 
     def timed(self, rounds: int, fn) -> list[float]:
         times = []
@@ -268,33 +303,55 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
         cell.id = "benchcell"
         nb.cells.append(cell)
         (root / "gw.ipynb").write_text(nbformat.writes(nb))
-        agents = {"bench": {"command": sys.executable, "args": [os.path.abspath(__file__), "--agent"],
-                            "tool_channel": "client-tools", "client_tools_discovery": "request"}}
-        server = ServerProcess(root, data, agents=agents, extra_args=[
-            f"--SQLiteYStore.db_path={data / 'ystore.db'}",
-            f"--BaseFileIdManager.db_path={data / 'fileid.db'}",
-            "--JupyterACPTools.permission_policy=auto",
-            f"--GatewayClient.url={gateway.url}",
-        ])
+        agents = {
+            "bench": {
+                "command": sys.executable,
+                "args": [os.path.abspath(__file__), "--agent"],
+                "tool_channel": "client-tools",
+                "client_tools_discovery": "request",
+            }
+        }
+        server = ServerProcess(
+            root,
+            data,
+            agents=agents,
+            extra_args=[
+                f"--SQLiteYStore.db_path={data / 'ystore.db'}",
+                f"--BaseFileIdManager.db_path={data / 'fileid.db'}",
+                "--JupyterACPTools.permission_policy=auto",
+                f"--GatewayClient.url={gateway.url}",
+            ],
+        )
         server.start()
         bare = None
         try:
-            resp = httpx.post(f"{server.base}/api/sessions", headers=server.headers, timeout=60, json={
-                "path": "gw.ipynb", "name": "gw.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+            resp = httpx.post(
+                f"{server.base}/api/sessions",
+                headers=server.headers,
+                timeout=60,
+                json={"path": "gw.ipynb", "name": "gw.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
+            )
             resp.raise_for_status()
             kernel_id = resp.json()["kernel"]["id"]
             sid = server.open_session("gw.ipynb", "bench")["id"]
             bare = BareGatewayKernel(gateway.url, kernel_id)
-            bare.execute("\n".join([
-                "import numpy as np, pandas as pd",
-                f"df = pd.DataFrame({{'a': np.arange({args.gateway_rows}), 'b': np.random.rand({args.gateway_rows})}})",
-                f"for _i in range({args.names}): globals()[f'name_{{_i}}'] = _i",
-            ]))
+            bare.execute(
+                "\n".join(
+                    [
+                        "import numpy as np, pandas as pd",
+                        f"df = pd.DataFrame({{'a': np.arange({args.gateway_rows}), 'b': np.random.rand({args.gateway_rows})}})",
+                        f"for _i in range({args.names}): globals()[f'name_{{_i}}'] = _i",
+                    ]
+                )
+            )
 
             def turn(spec: dict[str, Any]) -> dict[str, Any]:
                 _, events = server.turn(sid, json.dumps(spec), timeout=600)
-                texts = [e["update"]["content"]["text"] for e in events
-                         if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"]
+                texts = [
+                    e["update"]["content"]["text"]
+                    for e in events
+                    if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"
+                ]
                 result = json.loads(texts[-1])
                 if "error" in result:
                     raise RuntimeError(result["error"])
@@ -302,13 +359,17 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
 
             rounds = args.gateway_rounds
             how = "with TCP_NODELAY on its WebSockets" if nodelay else "stock"
-            print(f"\n# kernels behind a Jupyter Gateway ({how}, {gateway.url}), {rounds} rounds; "
-                  f"the kernel holds a {args.gateway_rows}-row DataFrame and {args.names} other names")
+            print(
+                f"\n# kernels behind a Jupyter Gateway ({how}, {gateway.url}), {rounds} rounds; "
+                f"the kernel holds a {args.gateway_rows}-row DataFrame and {args.names} other names"
+            )
             bare.timed(10, lambda: bare.execute("x = 6 * 7\nprint(x)"))
             floor_exec = bare.timed(rounds, lambda: bare.execute("x = 6 * 7\nprint(x)"))
             res = turn({"rounds": rounds, "what": ["execute"], "cell_ids": ["benchcell"]})["execute"]["tool"]
             floor_exec += bare.timed(rounds, lambda: bare.execute("x = 6 * 7\nprint(x)"))
-            scratch = turn({"rounds": rounds, "what": ["execute_code"], "code": "x = 6 * 7\nprint(x)"})["execute_code"]["tool"]
+            scratch = turn({"rounds": rounds, "what": ["execute_code"], "code": "x = 6 * 7\nprint(x)"})["execute_code"][
+                "tool"
+            ]
             inspect = {"type": "request", "seq": 1, "command": "inspectVariables", "arguments": {}}
             floor_vars = bare.timed(rounds, lambda: bare.request("control", "debug_request", inspect, False))
             var = turn({"rounds": rounds, "what": ["variables"]})["variables"]["tool"]
@@ -318,9 +379,13 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
             print(f"client_execute_cells (one cell, outputs into the live document): {ms(res)}")
             print(f"client_execute_code (the same code, nothing written into the document): {ms(scratch)}")
             print(f"client_list_variables: {ms(var)}")
-            print(f"client_execute_cells vs bare gateway execute: {statistics.median(res) / f_exec:.2f}x (goal <= 1.5x)")
-            print(f"client_list_variables vs bare gateway execute: {statistics.median(var) / f_exec:.2f}x (goal <= 1.5x); "
-                  f"vs bare gateway inspectVariables: {statistics.median(var) / statistics.median(floor_vars):.2f}x")
+            print(
+                f"client_execute_cells vs bare gateway execute: {statistics.median(res) / f_exec:.2f}x (goal <= 1.5x)"
+            )
+            print(
+                f"client_list_variables vs bare gateway execute: {statistics.median(var) / f_exec:.2f}x (goal <= 1.5x); "
+                f"vs bare gateway inspectVariables: {statistics.median(var) / statistics.median(floor_vars):.2f}x"
+            )
         finally:
             if bare is not None:
                 bare.close()
@@ -364,17 +429,32 @@ def main() -> None:
             cell.execution_count = i + 1
             nb.cells.append(cell)
         (root / "big.ipynb").write_text(nbformat.writes(nb))
-        agents = {"bench": {"command": sys.executable, "args": [os.path.abspath(__file__), "--agent"],
-                            "tool_channel": "client-tools", "client_tools_discovery": "request"}}
-        server = ServerProcess(root, data, agents=agents, extra_args=[
-            f"--SQLiteYStore.db_path={data / 'ystore.db'}",
-            f"--BaseFileIdManager.db_path={data / 'fileid.db'}",
-            "--JupyterACPTools.permission_policy=auto",
-        ])
+        agents = {
+            "bench": {
+                "command": sys.executable,
+                "args": [os.path.abspath(__file__), "--agent"],
+                "tool_channel": "client-tools",
+                "client_tools_discovery": "request",
+            }
+        }
+        server = ServerProcess(
+            root,
+            data,
+            agents=agents,
+            extra_args=[
+                f"--SQLiteYStore.db_path={data / 'ystore.db'}",
+                f"--BaseFileIdManager.db_path={data / 'fileid.db'}",
+                "--JupyterACPTools.permission_policy=auto",
+            ],
+        )
         server.start()
         try:
-            resp = httpx.post(f"{server.base}/api/sessions", headers=server.headers, timeout=60, json={
-                "path": "big.ipynb", "name": "big.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+            resp = httpx.post(
+                f"{server.base}/api/sessions",
+                headers=server.headers,
+                timeout=60,
+                json={"path": "big.ipynb", "name": "big.ipynb", "type": "notebook", "kernel": {"name": "python3"}},
+            )
             resp.raise_for_status()
             kernel_id = resp.json()["kernel"]["id"]
             cf = data / "runtime" / f"kernel-{kernel_id}.json"
@@ -382,27 +462,40 @@ def main() -> None:
 
             def turn(spec: dict[str, Any]) -> dict[str, Any]:
                 _, events = server.turn(sid, json.dumps(spec), timeout=600)
-                texts = [e["update"]["content"]["text"] for e in events
-                         if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"]
+                texts = [
+                    e["update"]["content"]["text"]
+                    for e in events
+                    if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"
+                ]
                 result = json.loads(texts[-1])
                 if "error" in result:
                     raise RuntimeError(result["error"])
                 return result
 
             print(f"# outline of a {args.cells}-cell notebook, {args.rounds} rounds")
-            for label, outline_args in (("default page (100 cells)", {}), (f"all {args.cells} cells", {"limit": args.cells})):
+            for label, outline_args in (
+                ("default page (100 cells)", {}),
+                (f"all {args.cells} cells", {"limit": args.cells}),
+            ):
                 res = turn({"rounds": args.rounds, "what": ["outline"], "outline_args": outline_args})["outline"]
                 floor, tool = statistics.median(res["floor"]), statistics.median(res["tool"])
                 print(f"bare extension-method echo over the pipe: {ms(res['floor'])}")
                 print(f"client_notebook_outline, {label}: {ms(res['tool'])}")
-                print(f"client_notebook_outline ({label}) vs bare extension-method echo: {tool / floor:.2f}x (goal <= 2x)")
+                print(
+                    f"client_notebook_outline ({label}) vs bare extension-method echo: {tool / floor:.2f}x (goal <= 2x)"
+                )
 
             print(f"\n# variables: DataFrame of {args.rows} rows + {args.names} other names, {args.rounds} rounds")
-            run_setup_code(cf, "\n".join([
-                "import numpy as np, pandas as pd",
-                f"df = pd.DataFrame({{'a': np.arange({args.rows}), 'b': np.random.rand({args.rows}), 'c': ['x'] * {args.rows}}})",
-                f"for _i in range({args.names}): globals()[f'name_{{_i}}'] = _i",
-            ]))
+            run_setup_code(
+                cf,
+                "\n".join(
+                    [
+                        "import numpy as np, pandas as pd",
+                        f"df = pd.DataFrame({{'a': np.arange({args.rows}), 'b': np.random.rand({args.rows}), 'c': ['x'] * {args.rows}}})",
+                        f"for _i in range({args.names}): globals()[f'name_{{_i}}'] = _i",
+                    ]
+                ),
+            )
             floor_times = asyncio.run(bare_inspect(cf, args.rounds))
             rss0 = rss_kb(server.proc.pid)  # type: ignore[union-attr]
             res = turn({"rounds": args.rounds, "what": ["variables"]})["variables"]
@@ -413,8 +506,10 @@ def main() -> None:
             print(f"bare inspectVariables round trip (control channel): {ms(floor_times)}")
             print(f"client_list_variables (agent -> server -> kernel -> agent): {ms(res['tool'] + res2['tool'])}")
             print(f"client_list_variables vs bare inspectVariables: {tool / floor:.2f}x (goal <= 1.5x)")
-            print(f"server RSS: {rss0 / 1024:.1f} MiB before, {rss1 / 1024:.1f} MiB after {args.rounds} calls, "
-                  f"{rss2 / 1024:.1f} MiB after {2 * args.rounds} (growth over the 2nd batch: {(rss2 - rss1) / 1024:+.1f} MiB)")
+            print(
+                f"server RSS: {rss0 / 1024:.1f} MiB before, {rss1 / 1024:.1f} MiB after {args.rounds} calls, "
+                f"{rss2 / 1024:.1f} MiB after {2 * args.rounds} (growth over the 2nd batch: {(rss2 - rss1) / 1024:+.1f} MiB)"
+            )
         finally:
             server.stop()
     if not args.no_gateway:

@@ -11,16 +11,15 @@ from jupyter_server.extension.application import ExtensionApp
 from tornado import web
 from traitlets import Dict, Float, Integer, Unicode, default
 
+from . import kernel_api
 from ._version import __version__
-from .agents.catalog import AgentSpec, default_agents, detected_agents
 from .acp.process import curated_env
+from .agents.catalog import AgentSpec, default_agents, detected_agents
 from .http.user_routes import handlers
 from .sessions.hub import SessionHub
 from .sessions.store import TranscriptStore
-from . import kernel_api
 from .tools.registry import build_tool_surface
 from .tools.services import JupyterACPTools
-
 
 CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
 
@@ -57,7 +56,9 @@ class JupyterACP(ExtensionApp):
         8, config=True, help="Most turns running at once on one agent process; more wait their turn (a notice says so)."
     )
     kernel_start_wait = Float(
-        10.0, config=True, help="Seconds a prompt waits for the notebook's kernel while it is starting (it keeps its tools)."
+        10.0,
+        config=True,
+        help="Seconds a prompt waits for the notebook's kernel while it is starting (it keeps its tools).",
     )
     turn_idle_timeout = Float(
         300.0, config=True, help="Seconds an agent may stay silent during a turn before the turn is ended."
@@ -66,21 +67,26 @@ class JupyterACP(ExtensionApp):
     cancel_grace = Float(5.0, config=True, help="Seconds an agent has to end a turn after session/cancel.")
     agent_start_timeout = Float(60.0, config=True, help="Seconds an agent has to answer initialize.")
     agent_log_bytes = Integer(64 * 1024, config=True, help="Tail of each agent's stderr kept for error reports.")
-    store_retry_interval = Float(5.0, config=True, help="Seconds between attempts to save history while the store fails.")
+    store_retry_interval = Float(
+        5.0, config=True, help="Seconds between attempts to save history while the store fails."
+    )
     reseed_history_chars = Integer(
         8000, config=True, help="History carried into a new agent session when the old one could not be reloaded."
     )
     max_event_bytes = Integer(
-        256 * 1024, config=True,
+        256 * 1024,
+        config=True,
         help="Largest stored event (its JSON): longer text fields are cut, the cut marked '… [cut: N MiB not kept]'.",
     )
     max_session_bytes = Integer(
-        64 * 1024 * 1024, config=True,
+        64 * 1024 * 1024,
+        config=True,
         help="History kept per notebook session; past it, when a turn ends, the oldest turns' agent updates are "
         "dropped (prompts and turn ends stay; a notice says how much went). 0: no cap.",
     )
     replay_page_bytes = Integer(
-        1024 * 1024, config=True,
+        1024 * 1024,
+        config=True,
         help="Largest page of history sent at once (WebSocket replay, GET events; at least one event); "
         "older pages are fetched on demand with events?before=SEQ.",
     )
@@ -104,7 +110,10 @@ class JupyterACP(ExtensionApp):
         self.hub.follower.listen(self.serverapp.event_logger)
         self.log.info(
             "jupyter_acp %s: agents %s (default %r), transcripts in %s",
-            __version__, ", ".join(self.agent_specs), self.default_agent, self.store_path,
+            __version__,
+            ", ".join(self.agent_specs),
+            self.default_agent,
+            self.store_path,
         )
 
     def initialize_handlers(self) -> None:

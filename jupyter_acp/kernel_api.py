@@ -48,7 +48,7 @@ import hmac
 import json
 import os
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import APIHandler
@@ -189,10 +189,13 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
             with contextlib.suppress(ValueError, AttributeError):
                 kernel_id = json.loads(self.request.body).get("kernel_id") or ""
         if not given:
-            raise web.HTTPError(403, f"missing jupyter_acp kernel token: send the kernel's {ENV_TOKEN} in the {HEADER} header")
+            raise web.HTTPError(
+                403, f"missing jupyter_acp kernel token: send the kernel's {ENV_TOKEN} in the {HEADER} header"
+            )
         if not isinstance(kernel_id, str) or not kernel_id or len(kernel_id) > 256:
             raise web.HTTPError(
-                403, f"the kernel API needs the calling kernel's id (header {KERNEL_HEADER}) with that kernel's own token"
+                403,
+                f"the kernel API needs the calling kernel's id (header {KERNEL_HEADER}) with that kernel's own token",
             )
         if not hmac.compare_digest(given.encode(), kernel_token(secret, kernel_id).encode()):
             raise web.HTTPError(
@@ -208,7 +211,8 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
         caller = self._caller
         if named not in (None, "") and named != caller:
             raise web.HTTPError(
-                403, f"this token is kernel {caller}'s; it cannot act for kernel {named} (a kernel acts only for itself)"
+                403,
+                f"this token is kernel {caller}'s; it cannot act for kernel {named} (a kernel acts only for itself)",
             )
         return caller
 
@@ -266,7 +270,8 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
                 return path
         if paths:
             raise web.HTTPError(
-                409, f"this kernel serves a {paths[0][0]} ({paths[0][1]}), not a notebook: agent sessions belong to notebooks"
+                409,
+                f"this kernel serves a {paths[0][0]} ({paths[0][1]}), not a notebook: agent sessions belong to notebooks",
             )
         raise web.HTTPError(409, "this kernel is not attached to any notebook (no Jupyter session names it)")
 
@@ -336,7 +341,9 @@ class PromptHandler(KernelHandler):
                 raise web.HTTPError(400, "text is a string")
             blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
         else:
-            if not isinstance(prompt, list) or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in prompt):
+            if not isinstance(prompt, list) or not all(
+                isinstance(b, dict) and isinstance(b.get("type"), str) for b in prompt
+            ):
                 raise web.HTTPError(400, "prompt is a list of content blocks, each with a 'type'")
             blocks = prompt
         session = await self.open_for(data)
@@ -414,7 +421,9 @@ class EventsHandler(KernelHandler):
         if before is not None:
             if self.get_query_argument("after", None) is not None:
                 raise web.HTTPError(400, "give after (older to newer) or before (the newest before it), not both")
-            self.send({"events": self.hub.events(session, 0, limit, before=before), "session": self.hub.describe(session)})
+            self.send(
+                {"events": self.hub.events(session, 0, limit, before=before), "session": self.hub.describe(session)}
+            )
             return
         events = self.hub.events(session, after, limit)
         if not events and wait > 0:

@@ -66,8 +66,12 @@ async def test_rename_keeps_the_conversation_and_kernel_follows(api, jp_fetch, m
     again = await api.open("new/renamed.ipynb")
     assert again["id"] == session["id"]
     # a kernel started for the notebook is the session's kernel, looked up when asked
-    resp = await jp_fetch("api", "sessions", method="POST", body=json.dumps(
-        {"path": "new/renamed.ipynb", "type": "notebook", "name": "", "kernel": {"name": "python3"}}))
+    resp = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps({"path": "new/renamed.ipynb", "type": "notebook", "name": "", "kernel": {"name": "python3"}}),
+    )
     kernel_id = json.loads(resp.body)["kernel"]["id"]
     try:
         assert (await api.call("GET", "sessions", session["id"]))["kernel_id"] == kernel_id
@@ -96,8 +100,13 @@ async def test_reset_starts_a_new_conversation_in_the_same_session(api, make_not
 @pytest.fixture
 def acp_agents():
     # the built-in agent with a model configured offers it as a config option (no model server is needed)
-    return {"modelled": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent", "--models", "openai/a,openai/b"],
-                         "env": {"JUPYTER_ACP_MODEL": "openai/a"}}}
+    return {
+        "modelled": {
+            "command": sys.executable,
+            "args": ["-m", "jupyter_acp.agent", "--models", "openai/a,openai/b"],
+            "env": {"JUPYTER_ACP_MODEL": "openai/a"},
+        }
+    }
 
 
 async def test_modes_and_config_options(api, make_notebook):

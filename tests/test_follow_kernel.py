@@ -23,8 +23,13 @@ KERNEL_TOOLS = {"client_execute_cells", "client_execute_code", "client_list_vari
 @pytest.fixture
 def acp_agents(tmp_path):
     def entry(name: str, *extra: str, **more: Any) -> dict[str, Any]:
-        return {"command": HOSTILE[0], "args": [*HOSTILE[1:], "--report", str(tmp_path / f"{name}.jsonl"), *extra],
-                "title": name, "tool_channel": "client-tools", **more}
+        return {
+            "command": HOSTILE[0],
+            "args": [*HOSTILE[1:], "--report", str(tmp_path / f"{name}.jsonl"), *extra],
+            "title": name,
+            "tool_channel": "client-tools",
+            **more,
+        }
 
     return {
         "follower": entry("follower"),
@@ -48,10 +53,15 @@ def fake_r(jp_data_dir):
     """A second kernel spec in another language (an ipykernel that says it is R: no debugger variables)."""
     spec = jp_data_dir / "kernels" / "fake_r"
     spec.mkdir(parents=True, exist_ok=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Fake R", "language": "R",
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Fake R",
+                "language": "R",
+            }
+        )
+    )
     return "fake_r"
 
 
@@ -91,12 +101,25 @@ async def test_kernel_started_after_the_session_reaches_the_agent(api, jp_fetch,
     again = await wait_until(lambda: len(listed("follower")) >= 2 and listed("follower"), what="a second list")
     assert again[1]["reason"] == "resume" and KERNEL_TOOLS <= set(again[1]["tools"])
     events = await api.events(s["id"])
-    assert notices(events, "tools_changed") == ["the Python kernel is up: the agent can now run code and look at its variables"]
+    assert notices(events, "tools_changed") == [
+        "the Python kernel is up: the agent can now run code and look at its variables"
+    ]
     # the agent uses what it was just told
-    turn = await api.prompt(s["id"], json.dumps([{"do": "tool", "name": "client_execute_code", "args": {"code": "x = 41\nprint(x + 1)"}}]))
-    events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" and e.get("turn_id") == turn for e in evs))
+    turn = await api.prompt(
+        s["id"], json.dumps([{"do": "tool", "name": "client_execute_code", "args": {"code": "x = 41\nprint(x + 1)"}}])
+    )
+    events = await api.wait_for(
+        s["id"], lambda evs: any(e["type"] == "permission_request" and e.get("turn_id") == turn for e in evs)
+    )
     card = [e for e in events if e["type"] == "permission_request"][-1]
-    await api.call("POST", "sessions", s["id"], "permissions", card["request_id"], body={"option_id": kinds(card["options"])["allow_once"]})
+    await api.call(
+        "POST",
+        "sessions",
+        s["id"],
+        "permissions",
+        card["request_id"],
+        body={"option_id": kinds(card["options"])["allow_once"]},
+    )
     events = await api.wait_turn_end(s["id"], turn, timeout=60)
     assert "42" in json.dumps([e for e in events if e["type"] == "session_update"][-1])
     del kernel_session
@@ -108,13 +131,19 @@ async def test_switch_and_shutdown_are_followed_with_their_reason(api, jp_fetch,
     await ready(api, s["id"])
     kernel_session = await start_kernel(jp_fetch, "sw.ipynb")
     await wait_until(lambda: len(listed("follower")) >= 2, what="the list after start")
-    await jp_fetch("api", "sessions", kernel_session["id"], method="PATCH", body=json.dumps({"kernel": {"name": "fake_r"}}))
-    third = await wait_until(lambda: len(listed("follower")) >= 3 and listed("follower")[2], what="the list after the switch")
+    await jp_fetch(
+        "api", "sessions", kernel_session["id"], method="PATCH", body=json.dumps({"kernel": {"name": "fake_r"}})
+    )
+    third = await wait_until(
+        lambda: len(listed("follower")) >= 3 and listed("follower")[2], what="the list after the switch"
+    )
     assert third["reason"] == "resume"
     assert {"client_execute_cells", "client_execute_code"} <= set(third["tools"])
     assert not {"client_list_variables", "client_inspect_variable"} & set(third["tools"])
     await jp_fetch("api", "sessions", kernel_session["id"], method="DELETE")
-    fourth = await wait_until(lambda: len(listed("follower")) >= 4 and listed("follower")[3], what="the list after shutdown")
+    fourth = await wait_until(
+        lambda: len(listed("follower")) >= 4 and listed("follower")[3], what="the list after shutdown"
+    )
     assert fourth["reason"] == "resume" and not KERNEL_TOOLS & set(fourth["tools"])
     events = await api.events(s["id"])
     changed = notices(events, "tools_changed")
@@ -125,8 +154,11 @@ async def test_switch_and_shutdown_are_followed_with_their_reason(api, jp_fetch,
 async def test_never_in_the_middle_of_a_turn(api, jp_fetch, jp_root_dir, listed):
     s = await api.open(notebook(jp_root_dir, "mid.ipynb", ["1"]), "follower")
     await ready(api, s["id"])
-    ask = {"do": "permission", "toolCall": {"toolCallId": "t1", "title": "wait", "kind": "other"},
-           "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}]}
+    ask = {
+        "do": "permission",
+        "toolCall": {"toolCallId": "t1", "title": "wait", "kind": "other"},
+        "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+    }
     turn = await api.prompt(s["id"], json.dumps([ask]))
     events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" for e in evs))
     await start_kernel(jp_fetch, "mid.ipynb")
@@ -135,7 +167,9 @@ async def test_never_in_the_middle_of_a_turn(api, jp_fetch, jp_root_dir, listed)
     card = cards(events, "agent")[-1]
     await api.call("POST", "sessions", s["id"], "permissions", card["request_id"], body={"option_id": "ok"})
     await api.wait_turn_end(s["id"], turn)
-    after = await wait_until(lambda: len(listed("follower")) >= 2 and listed("follower")[1], what="the list after the turn")
+    after = await wait_until(
+        lambda: len(listed("follower")) >= 2 and listed("follower")[1], what="the list after the turn"
+    )
     assert after["reason"] == "resume" and KERNEL_TOOLS <= set(after["tools"])
 
 
@@ -150,7 +184,9 @@ async def test_agent_without_resume_gets_a_fresh_seeded_session(api, jp_fetch, j
     lists = listed("no_resume")
     assert [e["reason"] for e in lists] == ["new", "new"] and KERNEL_TOOLS <= set(lists[1]["tools"])
     assert any(e["type"] == "notice" and e.get("phase") == "session_recreated" for e in events)
-    prefaces = [json.loads(line) for line in (tmp_path / "no_resume.jsonl").read_text().splitlines() if '"preface"' in line]
+    prefaces = [
+        json.loads(line) for line in (tmp_path / "no_resume.jsonl").read_text().splitlines() if '"preface"' in line
+    ]
     assert "remember me" in prefaces[-1]["text"]  # the recent conversation went with the new session
     answer = json.loads([e for e in events if e["type"] == "session_update"][-1]["update"]["content"]["text"])
     assert answer[0]["ok"]["isError"] is False, answer
@@ -193,12 +229,17 @@ def meta_only_agent(tmp_path):
     return script
 
 
-async def test_discovery_mode_must_be_one_the_agent_acknowledged(api, jp_root_dir, jp_serverapp, meta_only_agent, tmp_path):
+async def test_discovery_mode_must_be_one_the_agent_acknowledged(
+    api, jp_root_dir, jp_serverapp, meta_only_agent, tmp_path
+):
     from jupyter_acp.agents.catalog import AgentSpec
 
     app = jp_serverapp.web_app.settings["jupyter_acp"]
-    app.agent_specs["meta_only"] = AgentSpec(command=sys.executable, args=[str(meta_only_agent), "--report",
-                                             str(tmp_path / "meta_only.jsonl")], tool_channel="auto")
+    app.agent_specs["meta_only"] = AgentSpec(
+        command=sys.executable,
+        args=[str(meta_only_agent), "--report", str(tmp_path / "meta_only.jsonl")],
+        tool_channel="auto",
+    )
     s = await api.open(notebook(jp_root_dir, "ack.ipynb", ["1"]), "meta_only")
     await ready(api, s["id"])
     session = await api.call("GET", "sessions", s["id"])

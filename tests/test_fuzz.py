@@ -24,8 +24,17 @@ json_values = st.recursive(
     max_leaves=12,
 )
 methods = st.sampled_from(
-    ["session/update", "session/request_permission", "fs/read_text_file", "fs/write_text_file",
-     "_org.mini-me/tools/list", "_jupyter-acp/notebook_outline", "terminal/create", "nope", ""]
+    [
+        "session/update",
+        "session/request_permission",
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "_org.mini-me/tools/list",
+        "_jupyter-acp/notebook_outline",
+        "terminal/create",
+        "nope",
+        "",
+    ]
 )
 
 
@@ -39,9 +48,20 @@ def frames(draw):
     msg: dict = {"jsonrpc": draw(st.sampled_from(["2.0", "1.0", None]))}
     if kind in ("request", "notification"):
         msg["method"] = draw(methods)
-        msg["params"] = draw(st.one_of(json_values, st.fixed_dictionaries(
-            {"sessionId": st.sampled_from(["SID", "other"]), "update": json_values, "path": st.text(max_size=30),
-             "options": json_values, "toolCall": json_values})))
+        msg["params"] = draw(
+            st.one_of(
+                json_values,
+                st.fixed_dictionaries(
+                    {
+                        "sessionId": st.sampled_from(["SID", "other"]),
+                        "update": json_values,
+                        "path": st.text(max_size=30),
+                        "options": json_values,
+                        "toolCall": json_values,
+                    }
+                ),
+            )
+        )
     if kind == "request":
         msg["id"] = draw(st.one_of(st.integers(0, 5), st.text(max_size=4)))
     if kind in ("response", "error"):
@@ -49,7 +69,9 @@ def frames(draw):
         if kind == "response":
             msg["result"] = draw(json_values)
         else:
-            msg["error"] = draw(st.one_of(json_values, st.fixed_dictionaries({"code": st.integers(), "message": st.text()})))
+            msg["error"] = draw(
+                st.one_of(json_values, st.fixed_dictionaries({"code": st.integers(), "message": st.text()}))
+            )
     return json.dumps(msg).encode()
 
 
@@ -60,11 +82,23 @@ def fuzz_server(tmp_path_factory):
     (base / "root" / "nb.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
     frames_file = base / "frames.txt"
     frames_file.write_text("")
-    agents = {"fuzz": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "frames", "--frames", str(frames_file)],
-                       "tool_channel": "client-tools"}}
-    server = ServerProcess(base / "root", base / "data", agents=agents,
-                           extra_args=["--JupyterACP.turn_idle_timeout=5", "--JupyterACP.permission_timeout=2",
-                                       "--JupyterACP.cancel_grace=1"])
+    agents = {
+        "fuzz": {
+            "command": SCRIPTED[0],
+            "args": [*SCRIPTED[1:], "frames", "--frames", str(frames_file)],
+            "tool_channel": "client-tools",
+        }
+    }
+    server = ServerProcess(
+        base / "root",
+        base / "data",
+        agents=agents,
+        extra_args=[
+            "--JupyterACP.turn_idle_timeout=5",
+            "--JupyterACP.permission_timeout=2",
+            "--JupyterACP.cancel_grace=1",
+        ],
+    )
     server.start()
     sid = server.open_session("nb.ipynb", "fuzz")["id"]
     server.turn(sid, "warm up")
@@ -76,7 +110,9 @@ def fuzz_server(tmp_path_factory):
 @given(lines=st.lists(frames(), min_size=1, max_size=8))
 def test_arbitrary_frames_never_break_the_server(fuzz_server, lines):
     server, sid, frames_file = fuzz_server
-    acp_sid = [e for e in server.get("sessions", sid, "events").json() if e["type"] == "session_ready"][-1]["acp_session_id"]
+    acp_sid = [e for e in server.get("sessions", sid, "events").json() if e["type"] == "session_ready"][-1][
+        "acp_session_id"
+    ]
     frames_file.write_bytes(b"\n".join(line.replace(b'"SID"', json.dumps(acp_sid).encode()) for line in lines))
     status = server.get("sessions", sid).json()
     if status["state"] == "busy":  # a previous example left a turn: it must still end
@@ -91,11 +127,40 @@ def test_arbitrary_frames_never_break_the_server(fuzz_server, lines):
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-TOOLS = ["client_notebook_outline", "client_read_cells", "client_get_selection", "client_list_variables",
-         "client_inspect_variable", "client_insert_cell", "client_edit_cell", "client_delete_cells",
-         "client_move_cell", "client_execute_cells", "client_execute_code", "client_no_such_tool"]
-ARG_NAMES = ["cell_id", "cell_ids", "index", "start", "end", "limit", "source", "old_string", "new_string",
-             "replace_all", "cell_type", "name", "code", "timeout", "to_index", "after", "before", "x"]
+TOOLS = [
+    "client_notebook_outline",
+    "client_read_cells",
+    "client_get_selection",
+    "client_list_variables",
+    "client_inspect_variable",
+    "client_insert_cell",
+    "client_edit_cell",
+    "client_delete_cells",
+    "client_move_cell",
+    "client_execute_cells",
+    "client_execute_code",
+    "client_no_such_tool",
+]
+ARG_NAMES = [
+    "cell_id",
+    "cell_ids",
+    "index",
+    "start",
+    "end",
+    "limit",
+    "source",
+    "old_string",
+    "new_string",
+    "replace_all",
+    "cell_type",
+    "name",
+    "code",
+    "timeout",
+    "to_index",
+    "after",
+    "before",
+    "x",
+]
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +171,12 @@ def tools_server(tmp_path_factory):
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("# title")]
     nbformat.write(nb, base / "root" / "nb.ipynb")
     agents = {"mcp": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "mcp_client"], "tool_channel": "mcp-http"}}
-    server = ServerProcess(base / "root", base / "data", agents=agents,
-                           extra_args=["--JupyterACPTools.permission_policy=auto", "--JupyterACP.turn_idle_timeout=30"])
+    server = ServerProcess(
+        base / "root",
+        base / "data",
+        agents=agents,
+        extra_args=["--JupyterACPTools.permission_policy=auto", "--JupyterACP.turn_idle_timeout=30"],
+    )
     server.start()
     sid = server.open_session("nb.ipynb", "mcp")["id"]
     yield server, sid

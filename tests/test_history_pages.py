@@ -38,8 +38,11 @@ async def fill(hub, session, n: int = 50, size: int = BIG, turn_id: str = "fill"
     hub.emit(session, "turn_started", turn_id=turn_id, prompt=[{"type": "text", "text": "fill"}])
     for i in range(n):
         text = f"<{turn_id}:{i}>" + "x" * size
-        hub.emit(session, "session_update",
-                 update={"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        hub.emit(
+            session,
+            "session_update",
+            update={"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
+        )
         await asyncio.sleep(0)  # stored (and fanned out) one by one, as an agent's frames are
     hub.emit(session, "turn_ended", turn_id=turn_id, stop_reason="end_turn", tool_calls_served=0)
     await asyncio.sleep(0.05)
@@ -138,10 +141,16 @@ async def test_pending_permission_and_running_turn_survive_the_page(
     started = next(e for e in events if e["type"] == "turn_started")
     session = hub.get(s["id"])
     # the agent keeps talking while the user has not answered: far more than a page
-    for i in range(12):
-        hub.emit(session, "session_update", update={
-            "sessionUpdate": "tool_call_update", "toolCallId": "call_1",
-            "content": [{"type": "content", "content": {"type": "text", "text": "y" * (300 * 1024)}}]})
+    for _i in range(12):
+        hub.emit(
+            session,
+            "session_update",
+            update={
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_1",
+                "content": [{"type": "content", "content": {"type": "text", "text": "y" * (300 * 1024)}}],
+            },
+        )
         await asyncio.sleep(0)
     await asyncio.sleep(0.05)
     ws = await jp_ws_fetch("jupyter-acp", "sessions", s["id"], "stream", params={"after": "0"})
@@ -175,7 +184,9 @@ async def test_live_fan_out_is_capped_too(api, make_notebook, jp_serverapp, jp_w
     ws.close()
     assert max(sizes) <= FRAME_BOUND, sizes
     texts = [e["update"]["content"]["text"] for e in live if e["type"] == "session_update"]
-    assert len(texts) == 3 and all(re.search(r"… \[cut: 3\.\d MiB not kept\]$", t) for t in texts), [t[-40:] for t in texts]
+    assert len(texts) == 3 and all(re.search(r"… \[cut: 3\.\d MiB not kept\]$", t) for t in texts), [
+        t[-40:] for t in texts
+    ]
     assert texts[0].startswith("<fill:0>xxx")
 
 
@@ -193,15 +204,19 @@ class TestCompaction:
         db = hub.store.db
         total = db.execute("SELECT SUM(length(data)) FROM events WHERE session_id = ?", (s["id"],)).fetchone()[0]
         assert total <= 3 * MiB, total
-        rows = [json.loads(r[0]) for r in db.execute(
-            "SELECT data FROM events WHERE session_id = ? ORDER BY seq", (s["id"],))]
+        rows = [
+            json.loads(r[0])
+            for r in db.execute("SELECT data FROM events WHERE session_id = ? ORDER BY seq", (s["id"],))
+        ]
         starts = [e["turn_id"] for e in rows if e["type"] == "turn_started"]
         assert starts == [f"turn{t}" for t in range(5)], "prompts and turn ends stay; only updates go"
         assert sum(e["type"] == "turn_ended" for e in rows) == 5
         notices = [e for e in rows if e["type"] == "notice" and e.get("phase") == "compacted"]
         assert notices and "turn" in notices[0]["text"] and "MiB" in notices[0]["text"]
         assert "max_session_bytes" in notices[0]["text"], "the notice names the setting"
-        last_updates = [e for e in rows if e["type"] == "session_update" and "<turn4:" in e["update"]["content"]["text"]]
+        last_updates = [
+            e for e in rows if e["type"] == "session_update" and "<turn4:" in e["update"]["content"]["text"]
+        ]
         assert len(last_updates) == 10, "the latest turn is whole"
         assert not any("<turn0:" in e["update"]["content"]["text"] for e in rows if e["type"] == "session_update")
         # what is left still pages cleanly, and GET events agrees with the store

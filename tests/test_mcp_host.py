@@ -87,7 +87,9 @@ async def test_first_prompt_tells_the_agent_about_the_notebook(api, hub, make_no
     assert second == "no preamble"
     s2 = await api.open(make_notebook("plain.ipynb"), "no_tools")
     assert (await turn_text(api, s2["id"], "preamble?"))[0] == "no preamble"
-    assert (await turn_text(api, s2["id"], "list"))[0] == json.dumps({"error": "no MCP server was given in session/new"})
+    assert (await turn_text(api, s2["id"], "list"))[0] == json.dumps(
+        {"error": "no MCP server was given in session/new"}
+    )
 
 
 async def _held_session(api, hub, make_notebook):
@@ -114,16 +116,31 @@ async def test_bearer_rules(api, hub, make_notebook):
     host = hub.mcp_host
     assert len(bearer) == 64
     assert (await post(host, bearer)).json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    init = (await post(host, bearer, {"jsonrpc": "2.0", "id": 2, "method": "initialize",
-                                      "params": {"protocolVersion": "2025-03-26", "capabilities": {}}})).json()["result"]
+    init = (
+        await post(
+            host,
+            bearer,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-03-26", "capabilities": {}},
+            },
+        )
+    ).json()["result"]
     assert init["protocolVersion"] == "2025-03-26" and init["capabilities"]["tools"]["listChanged"] is False
-    unknown_version = (await post(host, bearer, {"jsonrpc": "2.0", "id": 2, "method": "initialize",
-                                                 "params": {"protocolVersion": "1999-01-01"}})).json()["result"]
+    unknown_version = (
+        await post(
+            host,
+            bearer,
+            {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "1999-01-01"}},
+        )
+    ).json()["result"]
     assert unknown_version["protocolVersion"] == "2025-11-25"
     # a call during the turn works and is counted
     call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "client_test_echo"}}
     answer = (await post(host, bearer, call)).json()["result"]
-    assert answer["isError"] is False and answer["content"][0]["text"] == 'held.ipynb: {}'
+    assert answer["isError"] is False and answer["content"][0]["text"] == "held.ipynb: {}"
     # refusals, all alike
     none = await post(host, None)
     wrong = await post(host, "0" * 64)
@@ -176,15 +193,30 @@ async def test_answers_fit_the_mcp_sdk_types(api, hub, make_notebook):
 
     s, turn, session, bearer = await _held_session(api, hub, make_notebook)
     host = hub.mcp_host
-    init = (await post(host, bearer, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}}})).json()
+    init = (
+        await post(
+            host,
+            bearer,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}},
+            },
+        )
+    ).json()
     parsed = mt.InitializeResult.model_validate(init["result"])
     assert "held.ipynb" in (parsed.instructions or "")  # the notebook context, without touching the prompt
     listed = (await post(host, bearer, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).json()
     tools = mt.ListToolsResult.model_validate(listed["result"]).tools
     assert {"client_read_cells", "client_test_echo"} <= {t.name for t in tools}
     assert all(t.annotations is not None and t.annotations.read_only_hint is not None for t in tools)
-    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "client_test_echo", "arguments": {"x": 1}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "client_test_echo", "arguments": {"x": 1}},
+    }
     mt.CallToolResult.model_validate((await post(host, bearer, call)).json()["result"])
     error = (await post(host, bearer, {"jsonrpc": "2.0", "id": 4, "method": "nope"})).json()
     mt.JSONRPCError.model_validate(error)

@@ -115,14 +115,27 @@ class TestMigratedStore:
         for sid, nb, agent, cwd, ts in rows:
             db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, NULL, ?, ?)", (sid, nb, agent, cwd, ts, ts))
             events = [
-                {"seq": 1, "type": "turn_started", "ts": ts, "turn_id": "t1",
-                 "prompt": [{"type": "text", "text": f"question about {nb}"}]},
-                {"seq": 2, "type": "session_update", "ts": ts,
-                 "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"answer {sid[0]}"}}},
+                {
+                    "seq": 1,
+                    "type": "turn_started",
+                    "ts": ts,
+                    "turn_id": "t1",
+                    "prompt": [{"type": "text", "text": f"question about {nb}"}],
+                },
+                {
+                    "seq": 2,
+                    "type": "session_update",
+                    "ts": ts,
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": f"answer {sid[0]}"},
+                    },
+                },
                 {"seq": 3, "type": "turn_ended", "ts": ts, "turn_id": "t1", "stop_reason": "end_turn"},
             ]
-            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)",
-                           [(sid, e["seq"], e["type"], json.dumps(e)) for e in events])
+            db.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?)", [(sid, e["seq"], e["type"], json.dumps(e)) for e in events]
+            )
         db.commit()
         db.close()
         return {}

@@ -49,7 +49,7 @@ def test_history_and_sessions_survive_a_server_restart(tmp_path):
             history = server.get("sessions", sid, "events").json()
             assert history[: len(old)] == old, "history kept whole across the restart"
             turn2, after = server.turn(sid, "second question")
-            notices = [e["text"] for e in after[len(old):] if e["type"] == "notice"]
+            notices = [e["text"] for e in after[len(old) :] if e["type"] == "notice"]
             assert any(expected in n for n in notices), (agent, notices)
             assert message_text(after, turn2) == "0 1 2 3 4"
             assert "replayed history" not in message_text(after), "a load's replay is not recorded twice"
@@ -67,8 +67,12 @@ def test_sigterm_mid_turn_then_restart_keeps_history_and_secrets_stay_put(tmp_pa
         d.mkdir()
     (root / "nb.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-provider-key-intended")
-    agents = {"slow": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "slow", "--chunks", "2000", "--delay", "0.01",
-                                                        "--pid-file", str(pids / "slow")]}}
+    agents = {
+        "slow": {
+            "command": SCRIPTED[0],
+            "args": [*SCRIPTED[1:], "slow", "--chunks", "2000", "--delay", "0.01", "--pid-file", str(pids / "slow")],
+        }
+    }
     server = ServerProcess(root, data, agents=agents, token="server-token-must-not-leak")
     server.start()
     try:

@@ -62,7 +62,9 @@ def acp_agents(tmp_path):
         "probe": {"command": sys.executable, "args": [str(probe)], "title": "probe"},
         # the built-in agent, with no model and its history where the test can reach it
         "keeper": {
-            "command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "tool_channel": "client-tools",
+            "command": sys.executable,
+            "args": ["-m", "jupyter_acp.agent"],
+            "tool_channel": "client-tools",
             "env": {"JUPYTER_ACP_AGENT_STATE_DIR": str(tmp_path / "agent-state"), "JUPYTER_ACP_MODEL": ""},
         },
     }
@@ -134,7 +136,9 @@ async def test_a_tool_call_past_the_per_call_timeout_is_refused_in_band(api, hub
         await asyncio.sleep(30)
         return text_result("too late")
 
-    hub.tools.register(ToolDef(name="client_test_slow", description="Sleeps.", input_schema={"type": "object"}, executor=slow))
+    hub.tools.register(
+        ToolDef(name="client_test_slow", description="Sleeps.", input_schema={"type": "object"}, executor=slow)
+    )
     hub.tools.call_timeout = 0.5
     _, bearer = await held(api, hub, make_notebook("slow.ipynb"))
     t0 = time.monotonic()

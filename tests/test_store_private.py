@@ -33,8 +33,9 @@ def _mode(path: str) -> int:
 
 
 def _as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), user=NOBODY, group=NOBODY, extra_groups=[], capture_output=True, text=True,
-                          timeout=30)
+    return subprocess.run(
+        list(argv), user=NOBODY, group=NOBODY, extra_groups=[], capture_output=True, text=True, timeout=30
+    )
 
 
 @pytest.fixture

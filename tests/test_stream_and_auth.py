@@ -65,8 +65,11 @@ def _routes(jp_serverapp):
         path = re.sub(r"\(\?P<session_id>[^)]*\)", "0" * 32, pattern)
         path = re.sub(r"\(\?P<(\w+)>[^)]*\)", "abc", path)
         path = re.sub(r"\([^)]*\)", "abc", path)
-        methods = [m for m in ("get", "post", "put", "patch", "delete") if m in handler.__dict__ or any(
-            m in base.__dict__ for base in handler.__mro__[:2])]
+        methods = [
+            m
+            for m in ("get", "post", "put", "patch", "delete")
+            if m in handler.__dict__ or any(m in base.__dict__ for base in handler.__mro__[:2])
+        ]
         yield path.lstrip("/"), handler, methods
 
 
@@ -74,7 +77,7 @@ async def test_every_route_refuses_unauthenticated_requests(jp_serverapp, jp_fet
     routes = list(_routes(jp_serverapp))
     assert len(routes) >= 8
     checked = 0
-    for path, handler, methods in routes:
+    for path, _handler, methods in routes:
         for method in methods:
             url = f"{jp_base_url.rstrip('/')}/{path}"
             kwargs = {"method": method.upper(), "raise_error": False, "follow_redirects": False}
@@ -138,7 +141,10 @@ async def test_cross_site_requests_are_refused(jp_serverapp, http_server_client,
     assert forged.code == 403
     xsrf = "2|abcdef12|0123456789abcdef0123456789abcdef|1796000000"
     ok = await http_server_client.fetch(
-        url, method="POST", body=body, raise_error=False,
+        url,
+        method="POST",
+        body=body,
+        raise_error=False,
         headers={"Cookie": f"{login}; _xsrf={xsrf}", "X-XSRFToken": xsrf},
     )
     assert ok.code == 201, "the same request with the XSRF token passes: the refusal above was the XSRF check"

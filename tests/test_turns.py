@@ -194,8 +194,14 @@ async def test_fs_confined_to_root(api, make_notebook, jp_root_dir, tmp_path_fac
         return message_text(await api.wait_turn_end(s["id"], turn), turn)
 
     assert await run(f"read {jp_root_dir / 'inside.txt'}") == "ok: hello inside"
-    for path in (str(outside), f"{jp_root_dir}/../{outside.parent.name}/secret.txt", str(jp_root_dir / "link.txt"),
-                 "relative.txt", str(jp_root_dir) + "/" + "a" * 5000, f"{jp_root_dir}/inside.txt\x00.png"):
+    for path in (
+        str(outside),
+        f"{jp_root_dir}/../{outside.parent.name}/secret.txt",
+        str(jp_root_dir / "link.txt"),
+        "relative.txt",
+        str(jp_root_dir) + "/" + "a" * 5000,
+        f"{jp_root_dir}/inside.txt\x00.png",
+    ):
         answer = await run(f"read {path}")
         assert answer.startswith("error -32602"), (path, answer)
         assert "top secret" not in answer
@@ -246,7 +252,6 @@ async def test_no_orphan_after_server_stop(api, make_notebook, jp_serverapp, tmp
             break
         await asyncio.sleep(0.1)
     assert not alive, f"orphaned agent processes: {alive}"
-
 
 
 async def test_agent_env_is_curated(api, make_notebook, jp_serverapp, monkeypatch):

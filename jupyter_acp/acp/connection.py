@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._version import __version__
-
 from ..protocol import client_tools
-from .process import AgentProcess
 from ..protocol.jsonrpc import AUTH_REQUIRED, ConnectionClosed, Handler, JsonRpcConnection, RpcError
+from .process import AgentProcess
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +166,7 @@ class AgentConnection:
                 },
                 timeout=self._start_timeout,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.last_error = f"agent {self.name!r} did not answer initialize within {self._start_timeout:g} s"
             await self._fail()
             raise AgentError(self.last_error + self._tail_suffix()) from None
@@ -212,7 +211,7 @@ class AgentConnection:
         if process.returncode is None:
             try:
                 await asyncio.wait_for(process.wait(), 0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if self.rpc is rpc and self.state in ("ready", "starting"):
             self.state = "dead"
@@ -269,5 +268,7 @@ class AgentConnection:
                 parts.append(f"{m.get('name') or m.get('id')}" + (f": {desc}" if desc else ""))
             text += ". It offers: " + "; ".join(parts)
         cmd = self.argv[0]
-        text += f". Log in from a terminal (for example by running `{cmd}`'s login command), then send the prompt again."
+        text += (
+            f". Log in from a terminal (for example by running `{cmd}`'s login command), then send the prompt again."
+        )
         return text

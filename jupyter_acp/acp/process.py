@@ -16,9 +16,26 @@ log = logging.getLogger(__name__)
 
 #: Variables every agent needs to run at all.
 BASE_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "NODE_PATH", "NODE_OPTIONS",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NO_PROXY", "no_proxy",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "NODE_PATH",
+    "NODE_OPTIONS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NO_PROXY",
+    "no_proxy",
 )
 #: Provider settings the user configured: these pass so agents can reach their models.
 PROVIDER_PATTERNS = ("*_API_KEY", "*_API_BASE", "*_BASE_URL", "JUPYTER_ACP_*", "LC_*", "XDG_*", "*_PROXY", "*_proxy")

@@ -14,8 +14,20 @@ import os
 import sys
 
 #: loggers that would print prompts, requests or environment values at DEBUG: held at WARNING
-QUIET_LOGGERS = ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router", "litellm", "httpx", "httpcore", "httpx2", "openai",
-                 "mcp", "aiohttp", "asyncio", "jupyter_acp.protocol.jsonrpc")
+QUIET_LOGGERS = (
+    "LiteLLM",
+    "LiteLLM Proxy",
+    "LiteLLM Router",
+    "litellm",
+    "httpx",
+    "httpcore",
+    "httpx2",
+    "openai",
+    "mcp",
+    "aiohttp",
+    "asyncio",
+    "jupyter_acp.protocol.jsonrpc",
+)
 
 
 def _env_float(name: str, default: float) -> float:
@@ -29,28 +41,53 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="jupyter-acp-agent", description=__doc__)
     p.add_argument("--echo", action="store_true", help="answer by echoing the prompt word by word (no model)")
     p.add_argument("--model", default=os.environ.get("JUPYTER_ACP_MODEL", ""), help="litellm model string")
-    p.add_argument("--models", default=os.environ.get("JUPYTER_ACP_MODELS", ""),
-                   help="comma-separated models offered in the model option")
-    p.add_argument("--api-base", default=os.environ.get("JUPYTER_ACP_API_BASE", ""), help="model API base URL")
-    p.add_argument("--api-key", default=os.environ.get("JUPYTER_ACP_API_KEY", ""),
-                   help="model API key (prefer the provider's own variable, e.g. OPENAI_API_KEY)")
-    p.add_argument("--mode", choices=["ask", "auto"], default=os.environ.get("JUPYTER_ACP_AGENT_MODE", "ask"),
-                   help="initial session mode")
-    p.add_argument("--client-tools-permission", choices=["ask", "auto"], default="auto",
-                   help="client tools: 'ask' always asks before a tool that is not read-only, 'auto' unless in auto mode")
-    p.add_argument("--mcp-permission", choices=["ask", "auto"], default="ask", help="the same, for MCP tools")
-    p.add_argument("--trust-mcp-annotations", action="store_true",
-                   help="run MCP tools annotated read-only without asking (default: every MCP tool asks)")
     p.add_argument(
-        "--max-concurrent", type=int, default=4,
+        "--models",
+        default=os.environ.get("JUPYTER_ACP_MODELS", ""),
+        help="comma-separated models offered in the model option",
+    )
+    p.add_argument("--api-base", default=os.environ.get("JUPYTER_ACP_API_BASE", ""), help="model API base URL")
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("JUPYTER_ACP_API_KEY", ""),
+        help="model API key (prefer the provider's own variable, e.g. OPENAI_API_KEY)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["ask", "auto"],
+        default=os.environ.get("JUPYTER_ACP_AGENT_MODE", "ask"),
+        help="initial session mode",
+    )
+    p.add_argument(
+        "--client-tools-permission",
+        choices=["ask", "auto"],
+        default="auto",
+        help="client tools: 'ask' always asks before a tool that is not read-only, 'auto' unless in auto mode",
+    )
+    p.add_argument("--mcp-permission", choices=["ask", "auto"], default="ask", help="the same, for MCP tools")
+    p.add_argument(
+        "--trust-mcp-annotations",
+        action="store_true",
+        help="run MCP tools annotated read-only without asking (default: every MCP tool asks)",
+    )
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=4,
         help="session operations (set-ups and prompts) in flight at once; more are refused (Moltis: 4)",
     )
-    p.add_argument("--max-turn-requests", type=int, default=int(_env_float("JUPYTER_ACP_MAX_TURN_REQUESTS", 25)),
-                   help="model round trips per turn")
+    p.add_argument(
+        "--max-turn-requests",
+        type=int,
+        default=int(_env_float("JUPYTER_ACP_MAX_TURN_REQUESTS", 25)),
+        help="model round trips per turn",
+    )
     p.add_argument("--tool-timeout", type=float, default=_env_float("JUPYTER_ACP_TOOL_TIMEOUT", 120.0))
     p.add_argument("--mcp-start-timeout", type=float, default=30.0)
     p.add_argument("--model-timeout", type=float, default=_env_float("JUPYTER_ACP_MODEL_TIMEOUT", 600.0))
-    p.add_argument("--state-dir", default=None, help="session history (default: Jupyter data dir, or $JUPYTER_ACP_AGENT_STATE_DIR)")
+    p.add_argument(
+        "--state-dir", default=None, help="session history (default: Jupyter data dir, or $JUPYTER_ACP_AGENT_STATE_DIR)"
+    )
     p.add_argument("--echo-delay", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default=os.environ.get("JUPYTER_ACP_AGENT_LOG", "WARNING"))
     return p.parse_args(argv)

@@ -52,8 +52,10 @@ def prompt_text(blocks: Any, *, joiner: str = "\n", text_only: bool = False) -> 
         elif kind == "resource_link" and isinstance(block.get("uri"), str):
             if not text_only:
                 parts.append(block["uri"])
-        elif kind == "resource" and isinstance(block.get("resource"), dict) and isinstance(
-            block["resource"].get("text"), str
+        elif (
+            kind == "resource"
+            and isinstance(block.get("resource"), dict)
+            and isinstance(block["resource"].get("text"), str)
         ):
             if not text_only:
                 res = block["resource"]
@@ -102,7 +104,11 @@ def _pairs(items: Any, what: str, limit: int) -> dict[str, str]:
         raise invalid(f"MCP server has more than {limit} {what}")
     out: dict[str, str] = {}
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not isinstance(item.get("value"), str):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("name"), str)
+            or not isinstance(item.get("value"), str)
+        ):
             raise invalid(f"MCP {what} entries are {{name, value}} strings")
         name = item["name"]
         if not name or "=" in name or "\0" in name:

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .tools import PLAN_TOOL, Tool, ToolResult, cap_value, plan_entries
+from .tools import Tool, ToolResult, cap_value, plan_entries
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import BuiltinAgent, Session, Turn
@@ -39,8 +39,16 @@ def _tool_kind(tool: Tool) -> str:
     if tool.read_only:
         return "read"
     lowered = tool.name.lower()
-    for word, kind in (("execute", "execute"), ("run", "execute"), ("delete", "delete"), ("edit", "edit"),
-                       ("write", "edit"), ("insert", "edit"), ("search", "search"), ("fetch", "fetch")):
+    for word, kind in (
+        ("execute", "execute"),
+        ("run", "execute"),
+        ("delete", "delete"),
+        ("edit", "edit"),
+        ("write", "edit"),
+        ("insert", "edit"),
+        ("search", "search"),
+        ("fetch", "fetch"),
+    ):
         if word in lowered:
             return kind
     return "other"
@@ -68,7 +76,9 @@ def call_title(name: str, tool: Tool | None, arguments: Any) -> str:
         "client_execute_cells": f"Run cell{plural} {ids}" if ids else "Run cells",
         "client_execute_code": "Run code in the kernel",
         "client_list_variables": "List kernel variables",
-        "client_inspect_variable": f"Inspect {args['name']}" if isinstance(args.get("name"), str) else "Inspect a variable",
+        "client_inspect_variable": f"Inspect {args['name']}"
+        if isinstance(args.get("name"), str)
+        else "Inspect a variable",
         "client_get_selection": "The user's selection",
     }
     if tool is not None and tool.source == "client-tools" and short in known:
@@ -115,7 +125,11 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
         for _round in range(int(agent.args.max_turn_requests)):
             turn.partial_text = ""
             stream = await litellm.acompletion(
-                model=sess.model, messages=[system, *sess.messages], stream=True, timeout=agent.args.model_timeout, **kwargs
+                model=sess.model,
+                messages=[system, *sess.messages],
+                stream=True,
+                timeout=agent.args.model_timeout,
+                **kwargs,
             )
             calls: dict[int, dict[str, Any]] = {}
             out = _Coalescer(agent, sess, turn)
@@ -157,7 +171,11 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
                 "role": "assistant",
                 "content": text_out or None,
                 "tool_calls": [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"] or "{}"},
+                    }
                     for c in ordered
                 ],
             }
@@ -260,9 +278,13 @@ async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str,
         update["content"] = shown_content
     await agent.send_update(sess, update, turn)
     if tool is None or tool.call is None:
-        return await _finish(agent, sess, turn, call_id, ToolResult(f"[unknown tool: {name}]", True, {"error": "unknown tool"}))
+        return await _finish(
+            agent, sess, turn, call_id, ToolResult(f"[unknown tool: {name}]", True, {"error": "unknown tool"})
+        )
     if arguments is None:
-        return await _finish(agent, sess, turn, call_id, ToolResult(f"[invalid tool arguments: {bad_args}]", True, {"error": bad_args}))
+        return await _finish(
+            agent, sess, turn, call_id, ToolResult(f"[invalid tool arguments: {bad_args}]", True, {"error": bad_args})
+        )
     if needs_permission(agent, sess, tool):
         outcome = await agent.conn.request(
             "session/request_permission",
@@ -289,7 +311,9 @@ async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str,
                 raise _Cancelled()
             why = "the user rejected this tool call" if option else "the permission request was cancelled"
             return await _finish(agent, sess, turn, call_id, ToolResult(f"[{why}]", True, {"error": why}))
-    await agent.send_update(sess, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}, turn)
+    await agent.send_update(
+        sess, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"}, turn
+    )
     result = await tool.call(arguments, sess.id, call_id)
     return await _finish(agent, sess, turn, call_id, result)
 
@@ -316,7 +340,12 @@ async def _finish(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, 
             "sessionUpdate": "tool_call_update",
             "toolCallId": call_id,
             "status": "failed" if result.is_error else "completed",
-            "content": [{"type": "content", "content": {"type": "text", "text": cap_value(shown) if len(shown) > 65536 else shown}}],
+            "content": [
+                {
+                    "type": "content",
+                    "content": {"type": "text", "text": cap_value(shown) if len(shown) > 65536 else shown},
+                }
+            ],
             "rawOutput": cap_value(result.raw if result.raw is not None else text),
         },
         turn,

@@ -18,9 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._version import __version__
-
 from ..protocol import client_tools
-from ..protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, ConnectionClosed, JsonRpcConnection, RpcError, serve_stdio
+from ..protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    ConnectionClosed,
+    JsonRpcConnection,
+    RpcError,
+    serve_stdio,
+)
 from . import limits
 from .history import HistoryStore, SessionNotFound, history_to_updates
 from .limits import invalid
@@ -93,14 +99,14 @@ class LitellmLoader:
             for name in ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router", "litellm", "httpx", "httpcore", "openai"):
                 logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger(name).level))
             self.module = litellm
-        except BaseException as exc:  # noqa: BLE001 - reported at the first prompt
+        except BaseException as exc:
             self.error = exc
         finally:
             self._done.set()
 
     async def get(self) -> Any:
         self.start()
-        while not self._done.is_set():
+        while not self._done.is_set():  # noqa: ASYNC110 - a threading.Event set by the import thread
             await asyncio.sleep(0.02)
         if self.error is not None:
             raise RuntimeError(f"litellm could not be imported: {self.error}")
@@ -172,7 +178,12 @@ class BuiltinAgent:
         params = {"sessionId": sess.id, "update": update}
         if turn is not None:
             content = update.get("content")
-            if len(update) == 2 and isinstance(content, dict) and len(content) == 2 and isinstance(content.get("text"), str):
+            if (
+                len(update) == 2
+                and isinstance(content, dict)
+                and len(content) == 2
+                and isinstance(content.get("text"), str)
+            ):
                 # a text chunk (the hot path): its JSON size without serialising the whole frame twice
                 size = len(json.dumps(content["text"], ensure_ascii=False).encode("utf-8")) + len(sess.id) + 140
             else:
@@ -217,7 +228,9 @@ class BuiltinAgent:
     # -- initialize ------------------------------------------------------------------------------
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocolVersion")
-        self.client_caps = params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
+        self.client_caps = (
+            params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
+        )
         meta = self.client_caps.get("_meta") if isinstance(self.client_caps.get("_meta"), dict) else {}
         entry = (meta.get(client_tools.NAMESPACE) or {}) if isinstance(meta.get(client_tools.NAMESPACE), dict) else {}
         ct = entry.get(client_tools.CLIENT_TOOLS_KEY)
@@ -255,17 +268,19 @@ class BuiltinAgent:
                         {"cwd": sess.cwd, "_meta": {client_tools.NAMESPACE: {"sessionId": sess.id, "reason": reason}}},
                         timeout=30,
                     )
-                except (RpcError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, RpcError) as exc:
                     log.warning("client tool list request failed: %s", type(exc).__name__)
                     return []
-                return client_tools_from((res or {}).get("tools") if isinstance(res, dict) else None, self.conn, timeout)
+                return client_tools_from(
+                    (res or {}).get("tools") if isinstance(res, dict) else None, self.conn, timeout
+                )
             return []
 
         async def connect(spec: limits.McpServerSpec) -> McpConnection | None:
             mc = McpConnection(spec, sess.cwd)
             try:
                 await mc.start(float(self.args.mcp_start_timeout))
-            except Exception as exc:  # noqa: BLE001 - one bad server does not sink the session
+            except Exception as exc:
                 log.warning("MCP server %r did not start: %s", spec.name, type(exc).__name__)
                 return None
             return mc
@@ -347,7 +362,9 @@ class BuiltinAgent:
             if old is not None:
                 await self._discard(old)
             mode = meta.get("mode") if meta.get("mode") in MODE_IDS else self.args.mode
-            sess = Session(id=sid, cwd=cwd, mode=mode, model=str(meta.get("model") or self.args.model), messages=messages)
+            sess = Session(
+                id=sid, cwd=cwd, mode=mode, model=str(meta.get("model") or self.args.model), messages=messages
+            )
             if cwd != meta.get("cwd"):
                 self.store.save_meta(sid, sess.meta())
             await self._tools_for(sess, specs, reason)
@@ -483,7 +500,7 @@ class BuiltinAgent:
         if closers:
             try:
                 await asyncio.wait_for(asyncio.gather(*closers, return_exceptions=True), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("MCP servers did not stop within 10 s")
 
 

@@ -24,8 +24,22 @@ log = logging.getLogger("jupyter_acp.agent.tools")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 PLAN_TOOL = "update_plan"
 #: keywords small models choke on; none of them widens or narrows what the tool accepts for the model
-_DROP_KEYWORDS = {"$schema", "$id", "$comment", "examples", "default", "format", "title", "readOnly", "writeOnly",
-                  "deprecated", "contentEncoding", "contentMediaType", "$defs", "definitions"}
+_DROP_KEYWORDS = {
+    "$schema",
+    "$id",
+    "$comment",
+    "examples",
+    "default",
+    "format",
+    "title",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "contentEncoding",
+    "contentMediaType",
+    "$defs",
+    "definitions",
+}
 
 
 @dataclass
@@ -114,7 +128,9 @@ def _clean(node: Any) -> Any:
         if clean and len(kinds) == 1:
             out["enum"] = clean
             if "type" not in out:
-                out["type"] = {str: "string", int: "integer", float: "number", bool: "boolean"}.get(kinds.pop(), "string")
+                out["type"] = {str: "string", int: "integer", float: "number", bool: "boolean"}.get(
+                    kinds.pop(), "string"
+                )
         else:
             del out["enum"]
     return out
@@ -163,7 +179,12 @@ def client_tools_from(entries: Any, conn: Any, timeout: float) -> list[Tool]:
             log.warning("skipped a client tool entry that is not an object")
             continue
         name, method = entry.get("name"), entry.get("method")
-        if not isinstance(name, str) or not TOOL_NAME.match(name) or not isinstance(method, str) or not method.startswith("_"):
+        if (
+            not isinstance(name, str)
+            or not TOOL_NAME.match(name)
+            or not isinstance(method, str)
+            or not method.startswith("_")
+        ):
             log.warning("skipped a client tool entry without a valid name and extension method")
             continue
         annotations = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
@@ -181,7 +202,9 @@ def client_tools_from(entries: Any, conn: Any, timeout: float) -> list[Tool]:
     return tools
 
 
-def _client_caller(conn: Any, method: str, timeout: float) -> Callable[[dict[str, Any], str, str], Awaitable[ToolResult]]:
+def _client_caller(
+    conn: Any, method: str, timeout: float
+) -> Callable[[dict[str, Any], str, str], Awaitable[ToolResult]]:
     from ..protocol.jsonrpc import ConnectionClosed, RpcError
 
     async def call(arguments: dict[str, Any], sid: str, call_id: str) -> ToolResult:
@@ -191,7 +214,7 @@ def _client_caller(conn: Any, method: str, timeout: float) -> Callable[[dict[str
             result = await conn.request(method, params, timeout=timeout)
         except RpcError as exc:
             return ToolResult(f"[client tool error: {exc.message}]", True, {"error": exc.to_json()})
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return ToolResult(f"[client tool error: no answer within {timeout:g} s]", True, {"error": "timeout"})
         except ConnectionClosed as exc:
             return ToolResult(f"[client tool error: {exc}]", True, {"error": str(exc)})
@@ -229,7 +252,7 @@ class McpConnection:
         self._task = asyncio.ensure_future(self._run())
         try:
             await asyncio.wait_for(self._ready.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self.close()
             raise TimeoutError(f"MCP server {self.spec.name!r} did not start within {timeout:g} s") from None
         if self._error is not None:
@@ -250,7 +273,7 @@ class McpConnection:
                     params = mcp_stdio.StdioServerParameters(
                         command=self.spec.command, args=self.spec.args, env=dict(self.spec.env), cwd=self.cwd
                     )
-                    errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
+                    errlog = stack.enter_context(open(os.devnull, "w", encoding="utf-8"))  # noqa: ASYNC230 - no I/O
                     read, write = await stack.enter_async_context(mcp_stdio.stdio_client(params, errlog=errlog))
                 else:
                     import httpx2
@@ -259,7 +282,9 @@ class McpConnection:
                     client = await stack.enter_async_context(
                         httpx2.AsyncClient(headers=self.spec.headers, timeout=httpx2.Timeout(30.0, read=300.0))
                     )
-                    read, write = await stack.enter_async_context(streamable_http_client(self.spec.url, http_client=client))
+                    read, write = await stack.enter_async_context(
+                        streamable_http_client(self.spec.url, http_client=client)
+                    )
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 listed = await session.list_tools()
@@ -267,7 +292,7 @@ class McpConnection:
                 self.tools = list(listed.tools)
                 self._ready.set()
                 await self._stop.wait()
-        except BaseException as exc:  # noqa: BLE001 - reported to start() or logged
+        except BaseException as exc:
             if not self._ready.is_set():
                 self._error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
                 self._ready.set()
@@ -281,7 +306,7 @@ class McpConnection:
         if self._task is not None and not self._task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 self._task.cancel()
 
     def as_tools(self, *, trust_annotations: bool, call_timeout: float) -> list[Tool]:
@@ -311,9 +336,9 @@ class McpConnection:
                 return ToolResult(f"[MCP server {self.spec.name} is not running]", True, {"error": "not running"})
             try:
                 result = await asyncio.wait_for(self.session.call_tool(tool, arguments), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return ToolResult(f"[MCP tool error: no answer within {timeout:g} s]", True, {"error": "timeout"})
-            except Exception as exc:  # noqa: BLE001 - the model reads what went wrong
+            except Exception as exc:
                 return ToolResult(f"[MCP tool error: {exc}]", True, {"error": str(exc)})
             raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
             text, is_error = result_text(raw)

@@ -78,8 +78,13 @@ def default_agents() -> dict[str, AgentSpec]:
 KNOWN_AGENTS: dict[str, dict[str, Any]] = {
     "codex": {"command": "codex-acp", "args": [], "title": "Codex (codex-acp)", "tool_channel": "mcp-http"},
     # Claude Code reads the MCP server's instructions: no preamble needed
-    "claude": {"command": "claude-agent-acp", "args": [], "title": "Claude (claude-agent-acp)", "tool_channel": "mcp-http",
-               "preamble": False},
+    "claude": {
+        "command": "claude-agent-acp",
+        "args": [],
+        "title": "Claude (claude-agent-acp)",
+        "tool_channel": "mcp-http",
+        "preamble": False,
+    },
     "gemini": {"command": "gemini", "args": ["--acp"], "title": "Gemini CLI", "tool_channel": "mcp-http"},
     "opencode": {"command": "opencode", "args": ["acp"], "title": "OpenCode", "tool_channel": "mcp-http"},
     "goose": {"command": "goose", "args": ["acp"], "title": "Goose", "tool_channel": "mcp-http"},

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     from ..acp.connection import AgentConnection
 
+
 class ToolGate(Protocol):
     """What a channel asks of the sessions layer (the one gate): channels only translate their wire to it."""
 

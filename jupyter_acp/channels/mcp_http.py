@@ -50,8 +50,7 @@ def instructions_for(session: Any | None) -> str:
     if session is None:
         return INSTRUCTIONS
     return (
-        f"You are working inside the Jupyter notebook `{session.notebook}` (its folder: {session.cwd}). "
-        + INSTRUCTIONS
+        f"You are working inside the Jupyter notebook `{session.notebook}` (its folder: {session.cwd}). " + INSTRUCTIONS
     )
 
 

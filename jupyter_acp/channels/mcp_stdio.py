@@ -18,7 +18,9 @@ from . import SHIM_BEARER_ENV, SHIM_URL_ENV
 
 def forward(url: str, bearer: str, line: bytes) -> bytes | None:
     request = urllib.request.Request(
-        url, data=line, method="POST",
+        url,
+        data=line,
+        method="POST",
         headers={"Authorization": f"Bearer {bearer}", "Content-Type": "application/json", "Accept": "application/json"},
     )
     try:

@@ -39,9 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
 log = logging.getLogger(__name__)
-
 
 
 class NoTab(Exception):
@@ -122,7 +120,9 @@ class FrontendBridge:
         entry = self._pending.get(rid) if isinstance(rid, str) else None
         if entry is None or entry[0] is not client:
             # not a request of ours, or one sent to another socket: ignored, and the request stays pending
-            log.debug("frontend %s (user %r) answered id %r it was not asked: ignored", client.client_id, client.username, rid)
+            log.debug(
+                "frontend %s (user %r) answered id %r it was not asked: ignored", client.client_id, client.username, rid
+            )
             return
         self._pending.pop(rid, None)
         _, fut = entry
@@ -156,7 +156,13 @@ class FrontendBridge:
         return max(groups[0], key=lambda c: (c.focused_at, c.connected_at))
 
     async def request(
-        self, method: str, params: dict[str, Any], *, path: str | None = None, timeout: float = 5.0, user: str | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        path: str | None = None,
+        timeout: float = 5.0,
+        user: str | None = None,
     ) -> Any:
         client = self.pick(path, user)
         rid = secrets.token_urlsafe(16)  # 128 bits: an id cannot be guessed by another socket
@@ -170,7 +176,7 @@ class FrontendBridge:
             raise TabError(f"the tab could not be reached: {exc}") from None
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TabError(f"the browser tab did not answer {method} within {timeout:g} s") from None
         finally:
             self._pending.pop(rid, None)

@@ -8,8 +8,8 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .user_routes import BaseHandler
 from ..notebook import NotebookError
+from .user_routes import BaseHandler
 
 
 class RevertHandler(BaseHandler):
@@ -43,7 +43,9 @@ class RevertHandler(BaseHandler):
         except NotebookError as exc:
             raise web.HTTPError(409, str(exc)) from None
         self.extensionapp.hub.emit(
-            session, "notice", level="info",
+            session,
+            "notice",
+            level="info",
             text=f"reverted the agent's edits of turn {result['turn_id'] or '(outside a turn)'} ({result['edits']} change(s))",
         )
         self.send(result)

@@ -16,13 +16,12 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tornado import web, websocket
 
+from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.hub import HubError, NotebookSession, SessionHub, encode
 from ..sessions.store import cap_event
 
 #: largest WebSocket frame of events (one event bigger than this, up to max_event_bytes, goes alone)
 FRAME_BYTES = 256 * 1024
-
-from ..protocol.kernel_link import AUTH_RESOURCE
 
 
 # -- request bodies ------------------------------------------------------------------------------
@@ -274,9 +273,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         return self.extensionapp.hub
 
     async def pre_get(self) -> None:
-        authorized_ = await ensure_async(
-            self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE)
-        )
+        authorized_ = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE))
         if not authorized_:
             raise web.HTTPError(403)
 
@@ -301,7 +298,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         pinned = [e for e in replay if e.get("pinned")]
         if pinned:  # older than the page but still mattering: a frame of their own, first
             self._send_frames(pinned, [encode(e) for e in pinned])
-            replay = replay[len(pinned):]
+            replay = replay[len(pinned) :]
         if replay:
             self._send_frames(replay, [encode(e) for e in replay])
 
@@ -314,7 +311,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         cap = self.extensionapp.max_event_bytes
         frame: list[str] = []
         size = 0
-        for event, text in zip(events, encoded):
+        for event, text in zip(events, encoded, strict=True):
             if cap > 0 and len(text) > cap // 4:
                 text = cap_event(event, text, cap)[1]
             if frame and size + len(text) > FRAME_BYTES:

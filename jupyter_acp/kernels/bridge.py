@@ -117,7 +117,11 @@ class KernelBridge:
                 spec = self.serverapp.kernel_spec_manager.get_kernel_spec(name)
                 if asyncio.iscoroutine(spec):
                     spec = await spec
-                language = ((spec or {}).get("spec") or {}).get("language") if isinstance(spec, dict) else getattr(spec, "language", None)
+                language = (
+                    ((spec or {}).get("spec") or {}).get("language")
+                    if isinstance(spec, dict)
+                    else getattr(spec, "language", None)
+                )
                 language = (language or "").lower() or None
             except Exception as exc:
                 log.warning("the gateway's kernel spec %s could not be read: %s", name, describe(exc))
@@ -148,7 +152,7 @@ class KernelBridge:
         language = None
         try:
             req = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 (the configured gateway URL)
+            with urllib.request.urlopen(req, timeout=5) as resp:
                 model = json.loads(resp.read())
             language = ((model.get("spec") or {}).get("language") or "").lower() or None
         except Exception as exc:
@@ -193,7 +197,9 @@ class KernelBridge:
         remote = is_gateway_manager(kernel)
         conn = self._conns.get(kernel_id)
         if conn is not None and (
-            conn.manager is not kernel or conn.lost is not None or (not remote and conn.generation is not generation(kernel))
+            conn.manager is not kernel
+            or conn.lost is not None
+            or (not remote and conn.generation is not generation(kernel))
         ):
             await self.drop(kernel_id)
             conn = None
@@ -232,7 +238,9 @@ class KernelBridge:
                 f"the gateway no longer has kernel {kernel_id} (shut down or culled there); start a new kernel for the notebook"
             )
         if model.get("execution_state") == "dead":
-            raise KernelUnavailable("the notebook's kernel is dead on the gateway; restart it (Kernel > Restart) and try again")
+            raise KernelUnavailable(
+                "the notebook's kernel is dead on the gateway; restart it (Kernel > Restart) and try again"
+            )
 
     async def drop(self, kernel_id: str) -> None:
         conn = self._conns.pop(kernel_id, None)
@@ -289,7 +297,9 @@ class KernelBridge:
             data = await self._summarise(conn, {"op": "list"}, timeout)
             return data.get("variables", []), "subshell" if conn.subshell_id else "silent_execute"
 
-    async def inspect_variable(self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0) -> dict[str, Any]:
+    async def inspect_variable(
+        self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0
+    ) -> dict[str, Any]:
         async with self._answers(f"inspecting {name}", kernel_id, runtime_errors=True):
             conn = await self.connection(kernel_id)
             return await self._summarise(conn, {"op": "inspect", "name": name, "budget": budget}, timeout)
@@ -305,8 +315,9 @@ class KernelBridge:
                 raise RuntimeError(f"unexpected answer from the kernel: {text[:200]}") from None
 
     # -- execution ---------------------------------------------------------------------------------
-    async def execute(self, kernel_id: str, code: str, *, on_iopub, timeout: float = 60.0, store_history: bool = True,
-                      on_start=None) -> dict[str, Any]:
+    async def execute(
+        self, kernel_id: str, code: str, *, on_iopub, timeout: float = 60.0, store_history: bool = True, on_start=None
+    ) -> dict[str, Any]:
         """Run code on the kernel's main shell (see ``KernelConnection.execute``); interrupts on timeout."""
         async with self._answers("running code in the kernel", kernel_id):
             conn = await self.connection(kernel_id)

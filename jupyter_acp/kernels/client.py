@@ -77,13 +77,22 @@ def gateway_client(manager: Any, session: Any) -> Any:
                 header=headers,
             )
             await ensure_async(
-                super(GatewayKernelClient, self).start_channels(shell=shell, iopub=iopub, stdin=stdin, hb=hb, control=control)
+                super(GatewayKernelClient, self).start_channels(
+                    shell=shell, iopub=iopub, stdin=stdin, hb=hb, control=control
+                )
             )
             self.response_router = threading.Thread(target=self._route_responses, daemon=True)
             self.response_router.start()
 
     kw: dict[str, Any] = dict(manager.get_connection_info(session=True))
-    kw.update({"connection_file": manager.connection_file, "parent": manager, "kernel_id": manager.kernel_id, "session": session})
+    kw.update(
+        {
+            "connection_file": manager.connection_file,
+            "parent": manager,
+            "kernel_id": manager.kernel_id,
+            "session": session,
+        }
+    )
     return AuthorizedGatewayKernelClient(**kw)
 
 
@@ -192,10 +201,14 @@ class KernelConnection:
                     if (msg.get("parent_header") or {}).get("msg_type") == "shutdown_request":
                         # someone (Kernel > Restart, a shutdown, the gateway) asked the kernel to stop:
                         # what is pending will not be answered by this process
-                        self._lose("the kernel was restarted or shut down; its variables are gone. Run the cells it needs again")
+                        self._lose(
+                            "the kernel was restarted or shut down; its variables are gone. Run the cells it needs again"
+                        )
                     elif state in ("restarting", "dead") and self.remote:
                         # the gateway's restarter found the kernel dead (jupyter_server's WebSocket says so)
-                        what = "is being restarted by the gateway" if state == "restarting" else "could not be restarted"
+                        what = (
+                            "is being restarted by the gateway" if state == "restarting" else "could not be restarted"
+                        )
                         self._lose(f"the kernel died and {what}; its variables are gone. Run the cells it needs again")
                     elif state == "starting":  # a fresh process: caches of the old one are void
                         self._info = None
@@ -270,7 +283,7 @@ class KernelConnection:
                 raise KernelTimeout(f"the kernel did not answer {what} within {timeout:g} s")
             try:
                 return await asyncio.wait_for(asyncio.shield(fut), min(remaining, 1.0))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 reason = await self.check_alive()
                 if reason is not None:
                     self._lose(reason)
@@ -333,7 +346,7 @@ class KernelConnection:
                     await asyncio.wait_for(seen.wait(), 0.5)
                     self._iopub_ready = True
                     return
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     reason = await self.check_alive()
                     if reason is not None:
                         self._lose(reason)
@@ -343,7 +356,9 @@ class KernelConnection:
                     self._iopub.pop(mid, None)
             raise KernelTimeout(f"the kernel's output channel (iopub) did not answer within {timeout:g} s")
 
-    async def debug(self, command: str, arguments: dict[str, Any] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    async def debug(
+        self, command: str, arguments: dict[str, Any] | None = None, timeout: float = 10.0
+    ) -> dict[str, Any]:
         self._seq += 1
         content = {"type": "request", "seq": self._seq, "command": command, "arguments": arguments or {}}
         reply = await self.request("control", "debug_request", content, timeout=timeout)
@@ -395,7 +410,13 @@ class KernelConnection:
         ``clear_output``).  Past ``timeout`` the kernel is interrupted.  Answers ``{status,
         execution_count[, timeout]}``; a dead kernel raises ``KernelUnavailable``."""
         await self.ensure_iopub()
-        content = {"code": code, "silent": False, "store_history": store_history, "allow_stdin": False, "stop_on_error": True}
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": store_history,
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
         msg = self.client.session.msg("execute_request", content)
         mid = msg["header"]["msg_id"]
         idle = asyncio.Event()
@@ -425,12 +446,12 @@ class KernelConnection:
                     try:  # the interrupt ends the run; let its KeyboardInterrupt land, so the next run starts clean
                         await self._wait(fut, 5, "execute_request after an interrupt")
                         await asyncio.wait_for(idle.wait(), 2)
-                    except (KernelTimeout, asyncio.TimeoutError):
+                    except (TimeoutError, KernelTimeout):
                         pass
                     return {"status": "timeout", "execution_count": count["n"], "timeout": timeout}
                 try:
                     await asyncio.wait_for(idle.wait(), 10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     log.debug("kernel %s: no idle status after execute_reply", self.kernel_id)
                 rc = reply.get("content") or {}
                 n = rc.get("execution_count", count["n"])

@@ -95,7 +95,9 @@ class AcpMagics(Magics):
         from .local import LocalBackend
 
         self._backend = LocalBackend(self)
-        self._notice_once(f"jupyter_acp: {why}; the agent runs inside this kernel from now on (no notebook cells, no sidebar).")
+        self._notice_once(
+            f"jupyter_acp: {why}; the agent runs inside this kernel from now on (no notebook cells, no sidebar)."
+        )
 
     def backend_call(self, fn: Any, *args: Any) -> Any:
         """A backend call; if the server is gone before anything started, fall back to the local agent."""

@@ -120,8 +120,8 @@ def cmd_history(magics: Any, rest: str = "") -> None:
         return magics.show(f"session {session['id']}: no prompts yet")
     agent = session["agent"]
     answers = [t.answer + (f"\n[error: {t.error}]" if t.error else "") for t in turns]
-    txt = "\n\n".join(f"You: {t.prompt}\n{agent}: {a}" for t, a in zip(turns, answers))
-    md = "\n\n".join(f"**You:** {t.prompt}\n\n**{agent}:** {a}" for t, a in zip(turns, answers))
+    txt = "\n\n".join(f"You: {t.prompt}\n{agent}: {a}" for t, a in zip(turns, answers, strict=True))
+    md = "\n\n".join(f"**You:** {t.prompt}\n\n**{agent}:** {a}" for t, a in zip(turns, answers, strict=True))
     head_txt, head_md = f"session {session['id']}", f"_session {session['id']}_"
     if events and events[0].get("seq", 1) > 1:
         older = "earlier turns are not shown: scroll up in the Agent sidebar to read them"
@@ -142,7 +142,11 @@ def cmd_cancel(magics: Any, rest: str = "") -> None:
 
 
 def cmd_fix(magics: Any, rest: str) -> None:
-    etype, value, tb = getattr(sys, "last_type", None), getattr(sys, "last_value", None), getattr(sys, "last_traceback", None)
+    etype, value, tb = (
+        getattr(sys, "last_type", None),
+        getattr(sys, "last_value", None),
+        getattr(sys, "last_traceback", None),
+    )
     if value is None:
         raise AcpError("no error to explain yet: %acp fix explains the last exception raised in this kernel")
     tb_text = "".join(traceback.format_exception(etype, value, tb))

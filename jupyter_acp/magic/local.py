@@ -29,10 +29,12 @@ from ..agents.catalog import AgentSpec, default_agents
 from ..protocol import client_tools
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
 from .errors import AcpError
+from .local_files import file_request
 from .local_tools import LocalToolContext, variable_surface
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import AcpMagics
+
 
 class _LocalSession:
     def __init__(self, agent: str) -> None:
@@ -80,6 +82,26 @@ class _Client:
             if session is not None:
                 self.backend.emit(session, "session_update", update=(params or {}).get("update") or {})
 
+    async def _ask(
+        self, session: _LocalSession, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        rid = uuid.uuid4().hex[:12]
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        session.pending[rid] = (fut, options)
+        self.backend.emit(
+            session,
+            "permission_request",
+            request_id=rid,
+            turn_id=session.turn,
+            tool_call=tool_call,
+            options=options,
+            source="client",
+        )
+        try:
+            return dict(await fut)
+        finally:
+            session.pending.pop(rid, None)
+
     async def handle_request(self, method: str, params: Any) -> Any:
         params = params if isinstance(params, dict) else {}
         if method == "session/request_permission":
@@ -91,33 +113,27 @@ class _Client:
             options = list(params.get("options") or [])
             session.pending[rid] = (fut, options)
             self.backend.emit(
-                session, "permission_request", request_id=rid, turn_id=session.turn,
-                tool_call=params.get("toolCall") or {}, options=options, source="agent",
+                session,
+                "permission_request",
+                request_id=rid,
+                turn_id=session.turn,
+                tool_call=params.get("toolCall") or {},
+                options=options,
+                source="agent",
             )
             try:
                 return {"outcome": await fut}
             finally:
                 session.pending.pop(rid, None)
-        if method == "fs/read_text_file":
-            path = str(params.get("path", ""))
-            with open(path, encoding="utf-8") as fh:
-                lines = fh.read().splitlines(keepends=True)
-            start = max(int(params.get("line") or 1) - 1, 0)
-            limit = params.get("limit")
-            chosen = lines[start : start + int(limit)] if limit else lines[start:]
-            return {"content": "".join(chosen)}
-        if method == "fs/write_text_file":
-            path = str(params.get("path", ""))
-            if path.endswith(".ipynb"):
-                raise RpcError(-32602, "writing notebooks as JSON is refused; there are no cell tools without the server")
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(str(params.get("content", "")))
-            return None
+        if method in ("fs/read_text_file", "fs/write_text_file"):
+            return await file_request(self, self._session(params), method, params)
         if method == client_tools.TOOLS_LIST_METHOD:
             return {"tools": [t.to_wire() for t in self.backend.tools.all()]}
         tool = self.backend.tools.by_method(method)
         if tool is not None:
-            return await self.backend.tools.call(self.backend.tool_context(), tool.name, client_tools.strip_meta(params))
+            return await self.backend.tools.call(
+                self.backend.tool_context(), tool.name, client_tools.strip_meta(params)
+            )
         raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
 
 
@@ -199,7 +215,9 @@ class LocalBackend:
                 client_capabilities=lambda c: {
                     "fs": {"readTextFile": True, "writeTextFile": True},
                     "terminal": False,
-                    "_meta": client_tools.client_capability_meta(client_tools.DISCOVERY_META, [t.to_wire() for t in self.tools.all()]),
+                    "_meta": client_tools.client_capability_meta(
+                        client_tools.DISCOVERY_META, [t.to_wire() for t in self.tools.all()]
+                    ),
                 },
                 max_frame_bytes=16 * 1024 * 1024,
                 start_timeout=60.0,
@@ -224,7 +242,14 @@ class LocalBackend:
         if started or session.acp_session_id is None:
             result = await conn.request("session/new", {"cwd": os.getcwd(), "mcpServers": []})
             session.acp_session_id = result["sessionId"]
-            self.emit(session, "session_ready", acp_session_id=session.acp_session_id, how="new", modes=None, config_options=None)
+            self.emit(
+                session,
+                "session_ready",
+                acp_session_id=session.acp_session_id,
+                how="new",
+                modes=None,
+                config_options=None,
+            )
         return conn
 
     # -- the backend interface -------------------------------------------------------------------
@@ -251,7 +276,7 @@ class LocalBackend:
     def _get(self, agent: str | None, new: bool) -> _LocalSession:
         name = agent or self.default_agent()
         if name not in self.specs():
-                raise AcpError(f"no agent named {name!r}; the agents are: {', '.join(self.specs())}")
+            raise AcpError(f"no agent named {name!r}; the agents are: {', '.join(self.specs())}")
         session = self._by_agent.get(name)
         if session is None or new:
             if session is not None and session.turn:
@@ -268,7 +293,9 @@ class LocalBackend:
         session = self._by_agent.get(agent or self.default_agent())
         return session.describe() if session else None
 
-    def prompt(self, agent: str | None, new: bool, text: str, extra: list[dict[str, Any]], context: Any) -> dict[str, Any]:
+    def prompt(
+        self, agent: str | None, new: bool, text: str, extra: list[dict[str, Any]], context: Any
+    ) -> dict[str, Any]:
         session = self._get(agent, new)
         if session.turn:
             raise AcpError("a turn is already running in this session; cancel it or wait for it to end (HTTP 409)")
@@ -288,7 +315,9 @@ class LocalBackend:
         asyncio.run_coroutine_threadsafe(self._turn(session, conn, turn_id, blocks), self._loop)
         return {"turn_id": turn_id, "after": after, "session": session.describe()}
 
-    async def _turn(self, session: _LocalSession, conn: AgentConnection, turn_id: str, blocks: list[dict[str, Any]]) -> None:
+    async def _turn(
+        self, session: _LocalSession, conn: AgentConnection, turn_id: str, blocks: list[dict[str, Any]]
+    ) -> None:
         try:
             result = await conn.request("session/prompt", {"sessionId": session.acp_session_id, "prompt": blocks})
             stop = (result or {}).get("stopReason", "end_turn") if isinstance(result, dict) else "end_turn"
@@ -346,7 +375,9 @@ class LocalBackend:
         fut, options = pending
         if option_id not in {o.get("optionId") for o in options}:
             raise AcpError(f"{option_id!r} is not one of the offered options")
-        self._loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result({"outcome": "selected", "optionId": option_id}))
+        self._loop.call_soon_threadsafe(
+            lambda: fut.done() or fut.set_result({"outcome": "selected", "optionId": option_id})
+        )
         self.emit(session, "permission_resolved", request_id=request_id, option_id=option_id)
 
     def close(self) -> None:

@@ -37,7 +37,9 @@ class InProcessKernel:
     async def list_variables(self, kernel_id: str, *, timeout: float = 15.0) -> tuple[list[dict[str, Any]], str]:
         return summarise.list_names(self.namespace())["variables"], "in_process"
 
-    async def inspect_variable(self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0) -> dict[str, Any]:
+    async def inspect_variable(
+        self, kernel_id: str, name: str, *, budget: int = 2000, timeout: float = 30.0
+    ) -> dict[str, Any]:
         return summarise.summarise(self.namespace(), {"op": "inspect", "name": name, "budget": budget})
 
 
@@ -56,5 +58,7 @@ class LocalToolContext:
 def variable_surface(namespace: Callable[[], dict[str, Any]], *, timeout: float = 15.0) -> ToolSurface:
     """The variable tools over ``namespace`` (the kernel's ``user_ns``, read when a tool is called)."""
     surface = ToolSurface(variable_tools())
-    surface.services = SimpleNamespace(kernels=InProcessKernel(namespace), config=SimpleNamespace(variable_timeout=timeout))
+    surface.services = SimpleNamespace(
+        kernels=InProcessKernel(namespace), config=SimpleNamespace(variable_timeout=timeout)
+    )
     return surface

@@ -18,6 +18,7 @@ from typing import Any
 from ..protocol.kernel_link import ENV_TOKEN, ENV_URL, HEADER, KERNEL_HEADER, RUNTIME_PREFIX
 from .errors import AcpError, ServerGone
 
+
 def kernel_id() -> str | None:
     """This kernel's id, from its connection file name (``kernel-<id>.json``)."""
     try:
@@ -103,7 +104,9 @@ class ServerBackend:
         self.session_id: str | None = None
         self.session_agent: str | None = None
 
-    def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:
+    def call(
+        self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None, timeout: float = 60.0
+    ) -> Any:
         url = self.url + "jupyter-acp/kernel/" + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
@@ -148,7 +151,9 @@ class ServerBackend:
                 return s
         return None
 
-    def prompt(self, agent: str | None, new: bool, text: str, extra: list[dict[str, Any]], context: dict[str, Any] | None) -> dict[str, Any]:
+    def prompt(
+        self, agent: str | None, new: bool, text: str, extra: list[dict[str, Any]], context: dict[str, Any] | None
+    ) -> dict[str, Any]:
         blocks = [{"type": "text", "text": text}, *extra]
         body = {"kernel_id": self.kernel_id, "agent": agent, "new": new, "prompt": blocks, "context": context}
         res = self.call("POST", "prompt", body)

@@ -35,7 +35,11 @@ def run_prompt(magics: Any, text: str, opts: Options, interpolate_: bool = True)
         extra.append(
             {
                 "type": "resource",
-                "resource": {"uri": f"jupyter-acp:instructions/format/{opts.format}", "mimeType": "text/plain", "text": instruction},
+                "resource": {
+                    "uri": f"jupyter-acp:instructions/format/{opts.format}",
+                    "mimeType": "text/plain",
+                    "text": instruction,
+                },
             }
         )
     context = None
@@ -100,8 +104,16 @@ def _follow(magics: Any, sid: str, turn_id: str, after: int, view: TurnView, tim
 
 
 def _show_events(
-    magics: Any, backend: Any, sid: str, turn_id: str, events: list[dict[str, Any]], view: TurnView,
-    asked: set[str], cancelling: float | None, footer: str | None, seen: list[int],
+    magics: Any,
+    backend: Any,
+    sid: str,
+    turn_id: str,
+    events: list[dict[str, Any]],
+    view: TurnView,
+    asked: set[str],
+    cancelling: float | None,
+    footer: str | None,
+    seen: list[int],
 ) -> bool:
     """Feed one batch of events to the view; True once the turn has ended (and the view finished)."""
     for event in events:

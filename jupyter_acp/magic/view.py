@@ -172,7 +172,10 @@ class TurnView:
             if self.fmt == "code":
                 self.shell.set_next_input(extract_code(answer), replace=False)
                 note = "Code from the agent inserted in a new cell below ⬇️"
-                bundle = {"text/plain": "\n".join(p for p in (txt_head, note) if p), "text/markdown": "\n\n".join(p for p in (md_head, f"_{note}_") if p)}
+                bundle = {
+                    "text/plain": "\n".join(p for p in (txt_head, note) if p),
+                    "text/markdown": "\n\n".join(p for p in (md_head, f"_{note}_") if p),
+                }
             elif self.fmt == "text":
                 bundle = {"text/plain": bundle["text/plain"]}
             elif self.fmt == "html":

@@ -66,7 +66,9 @@ class Notebook:
         for i, c in enumerate(self.cells()):
             if c.get("id") == cell_id:
                 return i
-        raise NotebookError(f"no cell with id {cell_id!r} in {self.path}; call client_notebook_outline for the current ids")
+        raise NotebookError(
+            f"no cell with id {cell_id!r} in {self.path}; call client_notebook_outline for the current ids"
+        )
 
     # writes: each is one change of the document, tagged with ``origin``
     async def insert(self, index: int, cell: dict[str, Any], origin: str) -> None:
@@ -125,7 +127,9 @@ class LiveNotebook(Notebook):
         for i, c in enumerate(self.doc.ycells):
             if c.get("id") == cell_id:
                 return i, c
-        raise NotebookError(f"no cell with id {cell_id!r} in {self.path}; call client_notebook_outline for the current ids")
+        raise NotebookError(
+            f"no cell with id {cell_id!r} in {self.path}; call client_notebook_outline for the current ids"
+        )
 
     def find(self, cell_id: str) -> int:
         return self.ycell(cell_id)[0]
@@ -410,7 +414,9 @@ class NotebookAccess:
             )
             if current is not None and current is not entry.doc:
                 self._forget(origin)
-                raise NotebookError("the notebook's live document was reloaded since; these edits can no longer be reverted")
+                raise NotebookError(
+                    "the notebook's live document was reloaded since; these edits can no longer be reverted"
+                )
         steps = 0
         while entry.undo.can_undo():
             entry.undo.undo()

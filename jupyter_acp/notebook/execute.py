@@ -94,8 +94,12 @@ async def execute_cell(
                     sink.count(state["count"])
             elif kind in ("stream", "display_data", "execute_result", "error"):
                 out = output_from_msg(msg)
-                if out.get("output_type") == "stream" and outputs and outputs[-1].get("output_type") == "stream" \
-                        and outputs[-1].get("name") == out.get("name"):
+                if (
+                    out.get("output_type") == "stream"
+                    and outputs
+                    and outputs[-1].get("output_type") == "stream"
+                    and outputs[-1].get("name") == out.get("name")
+                ):
                     outputs[-1]["text"] += out.get("text", "")
                 else:
                     outputs.append(dict(out))
@@ -131,7 +135,13 @@ async def execute_cell(
         try:
             await nb.frontend.request(
                 "applyEdit",
-                {"path": nb.path, "op": "setOutputs", "cellId": cell_id, "outputs": outputs, "executionCount": state["count"]},
+                {
+                    "path": nb.path,
+                    "op": "setOutputs",
+                    "cellId": cell_id,
+                    "outputs": outputs,
+                    "executionCount": state["count"],
+                },
                 path=nb.path,
             )
         except Exception as exc:

@@ -319,4 +319,3 @@ async def serve_stdio(
     real = make_handler(conn)
     conn.start()
     return conn
-

@@ -1,4 +1,4 @@
-"""Notebook API paths: relative to the server root, never leaving it. (Agent file paths: ``sessions/files.py``.)"""
+"""Notebook API paths: relative to the server root, never leaving it. (Agent file paths: ``tools/files.py``.)"""
 
 from __future__ import annotations
 

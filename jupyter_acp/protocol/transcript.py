@@ -29,7 +29,9 @@ class Exchange:
 
 def prompt_text(event: dict[str, Any]) -> str:
     """The text blocks of a ``turn_started`` event's prompt, joined."""
-    return " ".join(b.get("text", "") for b in event.get("prompt") or [] if isinstance(b, dict) and b.get("type") == "text")
+    return " ".join(
+        b.get("text", "") for b in event.get("prompt") or [] if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 def exchanges(events: Iterable[dict[str, Any]], *, since_reset: bool = False) -> list[Exchange]:

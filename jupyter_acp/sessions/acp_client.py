@@ -10,11 +10,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import client_tools
-from ..protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
 from ..channels import CLIENT_TOOLS
-from .files import FileRefused
+from ..protocol import client_tools
 from ..protocol.client_tools import call_ids
+from ..protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
+from ..tools.files import FileRefused
 from ..tools.host import Action, Refused
 from .gate import FS_READ, FS_WRITE
 
@@ -106,8 +106,13 @@ class ClientEndpoint:
         try:
             rules.resolve(path)  # refused paths never reach the user as a question
             text = await self.hub.gate.perform(
-                session, action, lambda: asyncio.to_thread(rules.read, path, params.get("line"), params.get("limit")),
-                title=f"Read {path}", kind="read", destructive=False, preview=str(path),
+                session,
+                action,
+                lambda: asyncio.to_thread(rules.read, path, params.get("line"), params.get("limit")),
+                title=f"Read {path}",
+                kind="read",
+                destructive=False,
+                preview=str(path),
             )
         except FileRefused as exc:
             self.hub.gate.audit(session, action, "refused", exc.rule, str(exc))
@@ -129,8 +134,12 @@ class ClientEndpoint:
             old = await asyncio.to_thread(rules.current_text, real)
             diff = {"type": "diff", "path": str(path), "oldText": old, "newText": content}
             await self.hub.gate.perform(
-                session, action, lambda: asyncio.to_thread(rules.write, path, real, content),
-                title=f"{'Overwrite' if old is not None else 'Create'} {path}", kind="edit", destructive=True,
+                session,
+                action,
+                lambda: asyncio.to_thread(rules.write, path, real, content),
+                title=f"{'Overwrite' if old is not None else 'Create'} {path}",
+                kind="edit",
+                destructive=True,
                 content=[diff],
             )
         except FileRefused as exc:

@@ -49,7 +49,9 @@ def describe_change(gained: set[str], lost: set[str], kernel: str | None) -> str
     elif lost & RUN_CODE:
         parts.append("the notebook's kernel is gone: the agent can no longer run code until one is started")
     elif gained & VARIABLES:
-        parts.append(f"the {kernel or 'notebook'} kernel offers variable inspection: the agent can now look at variables")
+        parts.append(
+            f"the {kernel or 'notebook'} kernel offers variable inspection: the agent can now look at variables"
+        )
     elif lost & VARIABLES:
         parts.append(f"the {kernel or 'new'} kernel offers no variable inspection: the agent can still run code")
     if gained & EDITS:
@@ -123,8 +125,13 @@ class ToolListFollower:
                 return
             if not told:
                 told = True
-                self.hub.emit(session, "notice", level="info", phase="kernel_starting",
-                              text="waiting for the notebook's kernel to start…")
+                self.hub.emit(
+                    session,
+                    "notice",
+                    level="info",
+                    phase="kernel_starting",
+                    text="waiting for the notebook's kernel to start…",
+                )
             await asyncio.sleep(0.1)
 
     async def refresh_if_changed(self, session: NotebookSession, *, in_turn: bool = False) -> bool:

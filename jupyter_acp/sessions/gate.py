@@ -31,8 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.client_tools import call_ids
-from ..tools.host import Action, Refused, digest
+from ..tools.host import PERMISSION_OPTIONS, Action, Refused, digest
 
 if TYPE_CHECKING:  # pragma: no cover
     from .hub import NotebookSession, SessionHub
@@ -44,12 +43,6 @@ FS_READ = "fs/read_text_file"
 FS_WRITE = "fs/write_text_file"
 POLICIES = ("ask", "auto", "deny")
 
-#: the client's own permission options; the sidebar labels buttons by ``kind``
-PERMISSION_OPTIONS = [
-    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
-    {"optionId": "allow_always", "name": "Always allow in this notebook's session", "kind": "allow_always"},
-    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-]
 
 #: most agent tool calls remembered per turn (to match a permission with what the user saw)
 MAX_REMEMBERED_CALLS = 256
@@ -137,7 +130,10 @@ class Gate:
         if per_tool in POLICIES:
             return per_tool, f"JupyterACPTools.tool_policies[{name!r}] = {per_tool!r}"
         if name == FS_READ:
-            return "auto", f"agents read files under the server root unless JupyterACPTools.tool_policies[{FS_READ!r}] says otherwise"
+            return (
+                "auto",
+                f"agents read files under the server root unless JupyterACPTools.tool_policies[{FS_READ!r}] says otherwise",
+            )
         if destructive or name == FS_WRITE:
             policy = self.settings.permission_policy
             return policy, f"JupyterACPTools.permission_policy = {policy!r}"
@@ -334,7 +330,11 @@ class Gate:
             if not tool.destructive:
                 # tools that change nothing are not gated by their executor: ask here when policy says so
                 how = await self.approve(
-                    session, action, title=tool.title or name, kind="read", destructive=False,
+                    session,
+                    action,
+                    title=tool.title or name,
+                    kind="read",
+                    destructive=False,
                     preview=json.dumps(arguments, ensure_ascii=False, indent=1)[:2000],
                 )
             else:

@@ -18,19 +18,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import client_tools, codec
 from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
-from ..protocol.jsonrpc import RpcError
-from ..channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
-from .acp_client import ClientEndpoint
 from ..agents.catalog import AgentSpec
-from ..protocol.transcript import exchanges
+from ..channels import MCP_HTTP, MCP_STDIO, choose_channels, notebook_preamble, starts_with_command, stdio_shim_entry
+from ..protocol import client_tools, codec
+from ..protocol.jsonrpc import RpcError
 from ..protocol.paths import PathError, notebook_api_path
-from .store import SessionRecord, StoreError, TranscriptStore
-from .files import FileRules
+from ..protocol.transcript import exchanges
+from ..tools import ToolContext, ToolSurface
+from ..tools.files import FileRules
+from .acp_client import ClientEndpoint
 from .follow import ToolListFollower
 from .gate import Gate
-from ..tools import ToolContext, ToolSurface
+from .store import SessionRecord, StoreError, TranscriptStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from .settings import HubSettings
@@ -206,7 +206,12 @@ class SessionHub:
                 raise HubError(f"no notebook at {path!r}", 404)
             now = time.time()
             rec = SessionRecord(
-                id=uuid.uuid4().hex, notebook=path, agent=agent, cwd=self.cwd_for(path), created=now, updated=now,
+                id=uuid.uuid4().hex,
+                notebook=path,
+                agent=agent,
+                cwd=self.cwd_for(path),
+                created=now,
+                updated=now,
                 root=self.root,
             )
             self._save(rec)
@@ -215,8 +220,12 @@ class SessionHub:
         elif session.record.cwd != (cwd := self.cwd_for(path)):
             session.record.cwd = cwd  # recomputed at every open: the agent session (re)opens in this root
             self._save(session.record)
-        if (session.acp_generation is None and session.setup_task is None and not self._closing
-                and session.agent in self.specs()):
+        if (
+            session.acp_generation is None
+            and session.setup_task is None
+            and not self._closing
+            and session.agent in self.specs()
+        ):
             # warm up in the background: the agent starts while the user types
             session.setup_task = self._spawn(self._warm_up(session))
         return session
@@ -294,7 +303,7 @@ class SessionHub:
             events, session.outbox = session.outbox, []
             encoded = [encode(e) for e in events]
             batches.append((session, events, encoded))
-            session.unsaved.extend(zip(events, encoded))
+            session.unsaved.extend(zip(events, encoded, strict=True))
         self._save_pending()
         for session, events, encoded in batches:
             for sub in list(session.subscribers):
@@ -379,7 +388,9 @@ class SessionHub:
             out.extend(e for e in waiting if e["seq"] > last)
         return out[:count]
 
-    def subscribe(self, session: NotebookSession, after: int, sub: Subscriber) -> tuple[list[dict[str, Any]], Callable[[], None]]:
+    def subscribe(
+        self, session: NotebookSession, after: int, sub: Subscriber
+    ) -> tuple[list[dict[str, Any]], Callable[[], None]]:
         """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller).
 
         The replay is one page: when more than a page lies after ``after``, the latest page (the client
@@ -394,11 +405,17 @@ class SessionHub:
             pinned: list[dict[str, Any]] = []
             try:
                 if session.turn is not None:
-                    pinned += [e for e in self.store.find(session.id, "turn_started", after, first, 1)
-                               if e.get("turn_id") == session.turn.id]
+                    pinned += [
+                        e
+                        for e in self.store.find(session.id, "turn_started", after, first, 1)
+                        if e.get("turn_id") == session.turn.id
+                    ]
                 if session.pending_permissions:
-                    pinned += [e for e in self.store.find(session.id, "permission_request", after, first)
-                               if e.get("request_id") in session.pending_permissions]
+                    pinned += [
+                        e
+                        for e in self.store.find(session.id, "permission_request", after, first)
+                        if e.get("request_id") in session.pending_permissions
+                    ]
             except StoreError as exc:
                 log.warning("reading the transcript failed: %s", exc)
             pinned.sort(key=lambda e: e["seq"])
@@ -409,7 +426,7 @@ class SessionHub:
 
         def deliver(events: list[dict[str, Any]], encoded: list[str]) -> None:
             if events and events[0]["seq"] <= seen["last"]:
-                pairs = [(e, t) for e, t in zip(events, encoded) if e["seq"] > seen["last"]]
+                pairs = [(e, t) for e, t in zip(events, encoded, strict=True) if e["seq"] > seen["last"]]
                 events, encoded = [p[0] for p in pairs], [p[1] for p in pairs]
             if events:
                 seen["last"] = events[-1]["seq"]
@@ -481,7 +498,9 @@ class SessionHub:
         session.state = "starting"
         try:
             if not conn.alive:
-                self.emit(session, "notice", level="info", text=f"starting agent {session.agent!r}…", phase="agent_starting")
+                self.emit(
+                    session, "notice", level="info", text=f"starting agent {session.agent!r}…", phase="agent_starting"
+                )
                 was_dead = conn.state == "dead"
                 await conn.ensure_started()
                 if was_dead:
@@ -510,7 +529,8 @@ class SessionHub:
         idle = sorted((s for s in live if s.turn is None), key=lambda s: s.last_used)
         if not idle:
             raise HubError(
-                f"agent {conn.name!r} already runs {len(live)} sessions, all busy (JupyterACP.max_sessions_per_agent)", 429
+                f"agent {conn.name!r} already runs {len(live)} sessions, all busy (JupyterACP.max_sessions_per_agent)",
+                429,
             )
         victim = idle[0]
         victim.acp_generation = None
@@ -641,7 +661,10 @@ class SessionHub:
         try:
             if slots.locked():
                 self.emit(
-                    session, "notice", level="info", phase="queued",
+                    session,
+                    "notice",
+                    level="info",
+                    phase="queued",
                     text=f"agent {session.agent!r} already runs {self.app.max_concurrent_turns} turns; "
                     "this one starts as soon as one ends (JupyterACP.max_concurrent_turns)",
                 )
@@ -728,8 +751,11 @@ class SessionHub:
             raise TurnTimeout(
                 f"agent {conn.name!r} sent nothing for {idle:g} s; the turn was ended "
                 "(JupyterACP.turn_idle_timeout). "
-                + ("The agent did not answer at all and was stopped; your next prompt starts it again. "
-                   if hung else "")
+                + (
+                    "The agent did not answer at all and was stopped; your next prompt starts it again. "
+                    if hung
+                    else ""
+                )
                 + "The conversation is kept: send the prompt again."
             )
 
@@ -783,7 +809,7 @@ class SessionHub:
         if session.turn is not None:
             await self.cancel(session)
             deadline = time.monotonic() + self.app.cancel_grace + 1
-            while session.turn is not None and time.monotonic() < deadline:
+            while session.turn is not None and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded poll
                 await asyncio.sleep(0.05)
             if session.turn is not None:
                 raise HubError("the running turn did not end; try again", 409)
@@ -803,7 +829,10 @@ class SessionHub:
         session.acp_generation = None
         session.reseed = False
         self.emit(
-            session, "notice", level="info", phase="session_reset",
+            session,
+            "notice",
+            level="info",
+            phase="session_reset",
             text="new conversation: the agent does not remember what came before this point",
         )
         return await self.open_session(session.notebook, session.agent)
@@ -847,7 +876,12 @@ class SessionHub:
 
     # -- permissions -----------------------------------------------------------------------------
     async def ask_permission(
-        self, session: NotebookSession, tool_call: dict[str, Any], options: list[dict[str, Any]], *, source: str = "agent"
+        self,
+        session: NotebookSession,
+        tool_call: dict[str, Any],
+        options: list[dict[str, Any]],
+        *,
+        source: str = "agent",
     ) -> dict[str, Any]:
         """Hold a permission request for the user; answered by option id, or cancelled."""
         request_id = secrets.token_hex(16)  # unguessable: only who was shown the card can answer it
@@ -868,7 +902,7 @@ class SessionHub:
         )
         try:
             outcome = await asyncio.wait_for(asyncio.shield(fut), self.app.permission_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcome = {"outcome": "cancelled"}
             self.emit(session, "permission_resolved", request_id=request_id, cancelled=True, reason="timeout")
         finally:

@@ -146,8 +146,11 @@ def cap_event(event: dict[str, Any], text: str, max_bytes: int) -> tuple[dict[st
     stub: dict[str, Any] = {k: v for k, v in event.items() if not isinstance(v, (dict, list))}
     update = event.get("update")
     if isinstance(update, dict):
-        stub["update"] = {k: v for k, v in update.items() if isinstance(v, (int, float, bool)) or (
-            isinstance(v, str) and len(v) <= 256)}
+        stub["update"] = {
+            k: v
+            for k, v in update.items()
+            if isinstance(v, (int, float, bool)) or (isinstance(v, str) and len(v) <= 256)
+        }
     stub = {k: (v[:256] + "…" if isinstance(v, str) and len(v) > 256 else v) for k, v in stub.items()}
     stub["cut"] = f"[cut: an event of {human(text_bytes(codec.dumps(event)))} not kept] (JupyterACP.max_event_bytes)"
     return stub, codec.dumps(stub)
@@ -219,16 +222,22 @@ class TranscriptStore:
         ours = {name, *(name + side for side in SIDE_FILES)}
         others = [f for f in os.listdir(folder) if f not in ours]
         mode = oct(stat.S_IMODE(st.st_mode))
-        if st.st_uid == os.getuid() and not st.st_mode & stat.S_ISVTX and (
-            not others or os.path.basename(folder) == "jupyter_acp"
+        if (
+            st.st_uid == os.getuid()
+            and not st.st_mode & stat.S_ISVTX
+            and (not others or os.path.basename(folder) == "jupyter_acp")
         ):
             os.chmod(folder, 0o700)
-            self._notice(f"the transcript store's folder {folder} was readable by other users (mode {mode}); "
-                         "it is private now (0700)")
+            self._notice(
+                f"the transcript store's folder {folder} was readable by other users (mode {mode}); "
+                "it is private now (0700)"
+            )
         else:
-            self._notice(f"the transcript store's folder {folder} (mode {mode}) is open to other users and holds "
-                         "other files, so it is left as it is; the store's own files are private (0600). "
-                         "Set JupyterACP.store_path to a folder of its own to hide even their names")
+            self._notice(
+                f"the transcript store's folder {folder} (mode {mode}) is open to other users and holds "
+                "other files, so it is left as it is; the store's own files are private (0600). "
+                "Set JupyterACP.store_path to a folder of its own to hide even their names"
+            )
 
     def _private_files(self) -> None:
         loose = []
@@ -241,8 +250,9 @@ class TranscriptStore:
                 loose.append(f"{os.path.basename(f)} ({oct(stat.S_IMODE(st.st_mode))})")
                 os.chmod(f, 0o600)
         if loose:
-            self._notice(f"transcript store files were readable by other users: {', '.join(loose)}; "
-                         "they are private now (0600)")
+            self._notice(
+                f"transcript store files were readable by other users: {', '.join(loose)}; they are private now (0600)"
+            )
 
     def _notice(self, text: str) -> None:
         self.notices.append(text)
@@ -269,12 +279,15 @@ class TranscriptStore:
                 if rows:
                     self.notices.append(
                         f"transcript store migrated: {len(rows)} sessions now belong to their project root"
-                        + (f" ({unknown} of no known root are kept but never shown)" if unknown else ""))
+                        + (f" ({unknown} of no known root are kept but never shown)" if unknown else "")
+                    )
                     log.info("jupyter_acp: %s", self.notices[-1])
             if "size" not in {r[1] for r in db.execute("PRAGMA table_info(events)")}:
                 db.execute("ALTER TABLE events ADD COLUMN size INTEGER")  # old rows: NULL, measured when needed
             db.execute("DROP INDEX IF EXISTS sessions_notebook_agent")
-            db.execute("CREATE UNIQUE INDEX IF NOT EXISTS sessions_root_notebook_agent ON sessions (root, notebook, agent)")
+            db.execute(
+                "CREATE UNIQUE INDEX IF NOT EXISTS sessions_root_notebook_agent ON sessions (root, notebook, agent)"
+            )
             db.execute(f"PRAGMA user_version = {VERSION}")
             db.execute("COMMIT")
         except BaseException:
@@ -317,8 +330,9 @@ class TranscriptStore:
             args = (root,)
         rows = self.db.execute(sql, args).fetchall()
         return [
-            SessionRecord(id=r[0], notebook=r[1], agent=r[2], cwd=r[3], acp_session_id=r[4], created=r[5],
-                          updated=r[6], root=r[7])
+            SessionRecord(
+                id=r[0], notebook=r[1], agent=r[2], cwd=r[3], acp_session_id=r[4], created=r[5], updated=r[6], root=r[7]
+            )
             for r in rows
         ]
 
@@ -334,7 +348,7 @@ class TranscriptStore:
         rows = []
         added = 0
         turn_ended = False
-        for e, text in zip(events, encoded):
+        for e, text in zip(events, encoded, strict=True):
             if threshold is not None and len(text) > threshold:
                 e, text = cap_event(e, text, self.max_event_bytes)
             size = text_bytes(text)
@@ -345,7 +359,9 @@ class TranscriptStore:
             if not self._dirty:
                 db.execute("BEGIN")
                 self._dirty = True
-            db.executemany("INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)", rows)
+            db.executemany(
+                "INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)", rows
+            )
         except sqlite3.Error as exc:
             self._rollback()
             raise StoreError(f"could not save the transcript: {exc}") from exc
@@ -382,38 +398,53 @@ class TranscriptStore:
             return None
         db = self.db
         target = limit * 3 // 4
-        starts = [r[0] for r in db.execute(
-            "SELECT seq FROM events WHERE session_id = ? AND type = 'turn_started' ORDER BY seq", (session_id,))]
+        starts = [
+            r[0]
+            for r in db.execute(
+                "SELECT seq FROM events WHERE session_id = ? AND type = 'turn_started' ORDER BY seq", (session_id,)
+            )
+        ]
         turns = dropped = 0
         first: int | None = None
-        for start, end in zip(starts, starts[1:]):  # never the latest turn
+        for start, end in zip(starts, starts[1:], strict=False):  # never the latest turn
             if total - dropped <= target:
                 break
             span = (session_id, start, end)
             n, size, lo = db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(COALESCE(size, length(CAST(data AS BLOB)))), 0), MIN(seq) FROM events "
-                "WHERE session_id = ? AND type = 'session_update' AND seq > ? AND seq < ?", span).fetchone()
+                "WHERE session_id = ? AND type = 'session_update' AND seq > ? AND seq < ?",
+                span,
+            ).fetchone()
             if not n:
                 continue
             if not self._dirty:
                 db.execute("BEGIN")
                 self._dirty = True
-            db.execute("DELETE FROM events WHERE session_id = ? AND type = 'session_update' AND seq > ? AND seq < ?", span)
+            db.execute(
+                "DELETE FROM events WHERE session_id = ? AND type = 'session_update' AND seq > ? AND seq < ?", span
+            )
             turns += 1
             dropped += int(size)
             first = lo if first is None else min(first, lo)
         if not turns or first is None:
             return None
         notice = {
-            "seq": first, "type": "notice", "ts": time.time(), "level": "info", "phase": "compacted",
-            "turns": turns, "bytes": dropped,
+            "seq": first,
+            "type": "notice",
+            "ts": time.time(),
+            "level": "info",
+            "phase": "compacted",
+            "turns": turns,
+            "bytes": dropped,
             "text": f"the agent's updates of {turns} earlier turn{'s' if turns > 1 else ''} ({human(dropped)}) were "
-                    f"dropped to keep this history under {human(limit)} (JupyterACP.max_session_bytes); "
-                    "the prompts and turn ends stay",
+            f"dropped to keep this history under {human(limit)} (JupyterACP.max_session_bytes); "
+            "the prompts and turn ends stay",
         }
         text = codec.dumps(notice)
-        db.execute("INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)",
-                   (session_id, first, "notice", text_bytes(text), text))
+        db.execute(
+            "INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)",
+            (session_id, first, "notice", text_bytes(text), text),
+        )
         self._bytes[session_id] = total - dropped + text_bytes(text)
         log.info("history of session %s compacted: %d turns, %s", session_id, turns, human(dropped))
         return notice
@@ -434,8 +465,9 @@ class TranscriptStore:
             used += size
         return out
 
-    def read(self, session_id: str, after: int = 0, limit: int | None = None,
-             max_bytes: int | None = None) -> list[dict[str, Any]]:
+    def read(
+        self, session_id: str, after: int = 0, limit: int | None = None, max_bytes: int | None = None
+    ) -> list[dict[str, Any]]:
         """Events with seq > after, oldest first: at most ``limit`` of them and about ``max_bytes``."""
         sql = "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq"
         args: tuple[Any, ...] = (session_id, after)
@@ -451,8 +483,9 @@ class TranscriptStore:
         except sqlite3.Error as exc:
             raise StoreError(f"could not read the transcript: {exc}") from exc
 
-    def read_before(self, session_id: str, before: int, limit: int | None = None,
-                    max_bytes: int | None = None) -> list[dict[str, Any]]:
+    def read_before(
+        self, session_id: str, before: int, limit: int | None = None, max_bytes: int | None = None
+    ) -> list[dict[str, Any]]:
         """The newest events with seq < before (at most ``limit``, about ``max_bytes``), oldest first."""
         sql = "SELECT data FROM events WHERE session_id = ? AND seq < ? ORDER BY seq DESC"
         args: tuple[Any, ...] = (session_id, before)
@@ -475,7 +508,9 @@ class TranscriptStore:
         try:
             rows = self.db.execute(
                 "SELECT data FROM events WHERE session_id = ? AND type = ? AND seq > ? AND seq < ? "
-                "ORDER BY seq DESC LIMIT ?", (session_id, type_, after, before, limit)).fetchall()
+                "ORDER BY seq DESC LIMIT ?",
+                (session_id, type_, after, before, limit),
+            ).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"could not read the transcript: {exc}") from exc
         return self._page(rows, None)

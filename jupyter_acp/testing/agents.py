@@ -56,7 +56,8 @@ class ScriptedAgent:
 
     async def _chunk(self, sid: str, text: str, kind: str = "agent_message_chunk") -> None:
         await self.conn.notify(
-            "session/update", {"sessionId": sid, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}
+            "session/update",
+            {"sessionId": sid, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}},
         )
 
     def handle_notification(self, method: str, params: Any) -> None:
@@ -138,8 +139,13 @@ class ScriptedAgent:
                 "session/request_permission",
                 {
                     "sessionId": sid,
-                    "toolCall": {"toolCallId": "call_1", "title": "Write answer.txt", "kind": "edit", "status": "pending",
-                                 "rawInput": {"path": "answer.txt"}},
+                    "toolCall": {
+                        "toolCallId": "call_1",
+                        "title": "Write answer.txt",
+                        "kind": "edit",
+                        "status": "pending",
+                        "rawInput": {"path": "answer.txt"},
+                    },
                     "options": [
                         {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                         {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
@@ -192,16 +198,27 @@ class ScriptedAgent:
             if verb == "list":
                 message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             else:
-                message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                           "params": {"name": name, "arguments": json.loads(args or "{}")}}
+                message = {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": name, "arguments": json.loads(args or "{}")},
+                }
             answer = await asyncio.to_thread(mcp_roundtrip, self.sessions_mcp.get(sid, []), message)
             await self._chunk(sid, json.dumps(answer))
             return {"stopReason": "end_turn"}
         if b == "big_frame":
             filler = "x" * self.args.size
-            line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {
-                "sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk",
-                                             "content": {"type": "text", "text": filler}}}})
+            line = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": sid,
+                        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": filler}},
+                    },
+                }
+            )
             self._raw(line.encode() + b"\n")
         if b == "flood_stderr":
             sys.stderr.write("f" * self.args.size + "\n")
@@ -226,8 +243,16 @@ def mcp_roundtrip(servers: list[dict[str, Any]], message: dict[str, Any]) -> Any
     if not servers:
         return {"error": "no MCP server was given in session/new"}
     server = servers[0]
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "scripted", "version": "0"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "scripted", "version": "0"},
+        },
+    }
     if server.get("type") == "http":
         headers = {h["name"]: h["value"] for h in server.get("headers", [])}
         headers["Content-Type"] = "application/json"
@@ -241,8 +266,9 @@ def mcp_roundtrip(servers: list[dict[str, Any]], message: dict[str, Any]) -> Any
                 return {"http_status": exc.code}
         return out[-1]
     env = {**os.environ, **{e["name"]: e["value"] for e in server.get("env", [])}}
-    proc = subprocess.Popen([server["command"], *server.get("args", [])], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [server["command"], *server.get("args", [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
     try:
         lines = (json.dumps(init) + "\n" + json.dumps(message) + "\n").encode()
         out, _ = proc.communicate(lines, timeout=60)

@@ -105,9 +105,7 @@ class FakeModel:
         last = messages[-1] if messages else {}
         last_role = last.get("role", "user")
         last_text = message_text(last)
-        tool_names = [
-            (t.get("function") or {}).get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)
-        ]
+        tool_names = [(t.get("function") or {}).get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)]
         for i, rule in enumerate(self.rules):
             if rule.get("times") is not None and self._uses.get(i, 0) >= int(rule["times"]):
                 continue
@@ -138,7 +136,9 @@ class FakeModel:
         try:
             body = await request.json()
         except ValueError:
-            return web.json_response({"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, status=400)
+            return web.json_response(
+                {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, status=400
+            )
         self.requests.append(body)
         answer = self.answer_for(body)
         model = body.get("model", "fake")
@@ -167,7 +167,9 @@ class FakeModel:
                     "object": "chat.completion",
                     "created": created,
                     "model": model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_call else "stop"}],
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_call else "stop"}
+                    ],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                 }
             )
@@ -200,7 +202,12 @@ class FakeModel:
             await send(
                 {
                     "tool_calls": [
-                        {"index": 0, "id": call_id, "type": "function", "function": {"name": tool_call["name"], "arguments": ""}}
+                        {
+                            "index": 0,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": tool_call["name"], "arguments": ""},
+                        }
                     ]
                 }
             )
@@ -287,8 +294,11 @@ def load_script(path: str) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.fake_model", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m jupyter_acp.testing.fake_model",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--script", help="JSON file of rules")
     args = p.parse_args(argv)

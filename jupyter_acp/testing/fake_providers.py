@@ -189,15 +189,24 @@ class FakeResponses(_ProviderModel):
     def _output_items(self, answer: dict[str, Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         if answer.get("text"):
-            items.append({
-                "type": "message", "id": f"msg_{next(_ids)}", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": answer["text"], "annotations": []}],
-            })
+            items.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{next(_ids)}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": answer["text"], "annotations": []}],
+                }
+            )
         call = answer.get("tool_call")
         if call:
             item = {
-                "type": "function_call", "id": f"fc_{next(_ids)}", "call_id": f"call_{next(_ids)}",
-                "name": call["name"], "arguments": json.dumps(call["arguments"]), "status": "completed",
+                "type": "function_call",
+                "id": f"fc_{next(_ids)}",
+                "call_id": f"call_{next(_ids)}",
+                "name": call["name"],
+                "arguments": json.dumps(call["arguments"]),
+                "status": "completed",
             }
             if call["name"] in self._namespaced:
                 item["namespace"], item["name"] = self._namespaced[call["name"]]
@@ -206,9 +215,15 @@ class FakeResponses(_ProviderModel):
 
     def _response(self, rid: str, model: str, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
         return {
-            "id": rid, "object": "response", "created_at": int(time.time()), "status": status, "model": model,
-            "output": output, "usage": self._usage() if status == "completed" else None,
-            "error": None, "incomplete_details": None,
+            "id": rid,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": status,
+            "model": model,
+            "output": output,
+            "usage": self._usage() if status == "completed" else None,
+            "error": None,
+            "incomplete_details": None,
         }
 
     async def _responses(self, request: Any) -> Any:
@@ -240,24 +255,46 @@ class FakeResponses(_ProviderModel):
         for index, item in enumerate(items):
             if item["type"] == "message":
                 text = item["content"][0]["text"]
-                await send("response.output_item.added", output_index=index,
-                           item={**item, "status": "in_progress", "content": []})
+                await send(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "status": "in_progress", "content": []},
+                )
                 part = {"type": "output_text", "text": "", "annotations": []}
-                await send("response.content_part.added", item_id=item["id"], output_index=index, content_index=0, part=part)
+                await send(
+                    "response.content_part.added", item_id=item["id"], output_index=index, content_index=0, part=part
+                )
                 for piece in _split(text, answer.get("chunk")):
                     if delay:
                         await asyncio.sleep(delay)
-                    await send("response.output_text.delta", item_id=item["id"], output_index=index,
-                               content_index=0, delta=piece)
-                await send("response.output_text.done", item_id=item["id"], output_index=index, content_index=0, text=text)
-                await send("response.content_part.done", item_id=item["id"], output_index=index, content_index=0,
-                           part={**part, "text": text})
+                    await send(
+                        "response.output_text.delta",
+                        item_id=item["id"],
+                        output_index=index,
+                        content_index=0,
+                        delta=piece,
+                    )
+                await send(
+                    "response.output_text.done", item_id=item["id"], output_index=index, content_index=0, text=text
+                )
+                await send(
+                    "response.content_part.done",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    part={**part, "text": text},
+                )
             else:
-                await send("response.output_item.added", output_index=index,
-                           item={**item, "arguments": "", "status": "in_progress"})
+                await send(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={**item, "arguments": "", "status": "in_progress"},
+                )
                 args = item["arguments"]
                 await send("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=args)
-                await send("response.function_call_arguments.done", item_id=item["id"], output_index=index, arguments=args)
+                await send(
+                    "response.function_call_arguments.done", item_id=item["id"], output_index=index, arguments=args
+                )
             await send("response.output_item.done", output_index=index, item=item)
         await send("response.completed", response=self._response(rid, model, "completed", items))
         await resp.write_eof()
@@ -291,8 +328,11 @@ class FakeAnthropic(_ProviderModel):
                 messages.append({"role": "tool", "content": "".join(_text_of(b.get("content")) for b in results)})
             else:
                 messages.append({"role": m.get("role", "user"), "content": _text_of(content)})
-        tools = [{"type": "function", "function": {"name": t.get("name", "")}}
-                 for t in body.get("tools") or [] if isinstance(t, dict)]
+        tools = [
+            {"type": "function", "function": {"name": t.get("name", "")}}
+            for t in body.get("tools") or []
+            if isinstance(t, dict)
+        ]
         return {"messages": messages, "tools": tools, "model": body.get("model")}
 
     async def _count_tokens(self, request: Any) -> Any:
@@ -318,12 +358,26 @@ class FakeAnthropic(_ProviderModel):
         if answer.get("text"):
             blocks.append({"type": "text", "text": answer["text"]})
         if call:
-            blocks.append({"type": "tool_use", "id": f"toolu_fake_{next(_ids)}", "name": call["name"],
-                           "input": call["arguments"]})
+            blocks.append(
+                {"type": "tool_use", "id": f"toolu_fake_{next(_ids)}", "name": call["name"], "input": call["arguments"]}
+            )
         stop = "tool_use" if call else "end_turn"
-        usage = {"input_tokens": 10, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-        message = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
-                   "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        usage = {
+            "input_tokens": 10,
+            "output_tokens": 10,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        message = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": blocks,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         if not body.get("stream"):
             return web.json_response(message)
 
@@ -333,8 +387,10 @@ class FakeAnthropic(_ProviderModel):
         async def send(kind: str, **data: Any) -> None:
             await resp.write(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode())
 
-        await send("message_start", message={**message, "content": [], "stop_reason": None,
-                                             "usage": {**usage, "output_tokens": 1}})
+        await send(
+            "message_start",
+            message={**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}},
+        )
         for index, block in enumerate(blocks):
             if block["type"] == "text":
                 await send("content_block_start", index=index, content_block={"type": "text", "text": ""})
@@ -347,7 +403,9 @@ class FakeAnthropic(_ProviderModel):
                 args = json.dumps(block["input"])
                 half = len(args) // 2
                 for part in (args[:half], args[half:]):
-                    await send("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": part})
+                    await send(
+                        "content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": part}
+                    )
             await send("content_block_stop", index=index)
         await send("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": 10})
         await send("message_stop")
@@ -370,8 +428,11 @@ def codex_config(base_url: str, model: str = "fake-model", approval_policy: str 
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.fake_providers", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m jupyter_acp.testing.fake_providers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--api", choices=["responses", "anthropic"], required=True)
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--script", help="JSON file of rules")

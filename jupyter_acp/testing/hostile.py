@@ -79,8 +79,11 @@ class HostileAgent:
             if sid not in self.mcp:
                 raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
             # the user's words: the last text block that is not the notebook preamble (a re-seed preface comes first)
-            texts = [b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"
-                     and not b.get("text", "").startswith("[Jupyter notebook context]")]
+            texts = [
+                b.get("text", "")
+                for b in params.get("prompt") or []
+                if b.get("type") == "text" and not b.get("text", "").startswith("[Jupyter notebook context]")
+            ]
             text = texts[-1] if texts else ""
             if len(texts) > 1:
                 self._write_report({"do": "preface", "text": texts[0][:2000]})
@@ -98,7 +101,8 @@ class HostileAgent:
             return
         try:
             answer = await self.conn.request(
-                client_tools.TOOLS_LIST_METHOD, {"_meta": {client_tools.NAMESPACE: {"sessionId": sid, "reason": reason}}}
+                client_tools.TOOLS_LIST_METHOD,
+                {"_meta": {client_tools.NAMESPACE: {"sessionId": sid, "reason": reason}}},
             )
             names = [t.get("name") for t in (answer or {}).get("tools") or []]
         except RpcError as exc:
@@ -108,7 +112,10 @@ class HostileAgent:
     async def _say(self, sid: str, text: str) -> None:
         await self.conn.notify(
             "session/update",
-            {"sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
+            {
+                "sessionId": sid,
+                "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
+            },
         )
 
     def _write_report(self, result: dict[str, Any]) -> None:
@@ -153,7 +160,7 @@ class HostileAgent:
             meta = client_tools.call_meta(sid)
             meta.update(a.get("meta") or {})
             params = {**(a.get("args") or {}), "_meta": meta}
-            method = client_tools.TOOL_METHOD_PREFIX + name[len(client_tools.TOOL_NAME_PREFIX):]
+            method = client_tools.TOOL_METHOD_PREFIX + name[len(client_tools.TOOL_NAME_PREFIX) :]
             return await self.conn.request(method, params)
         if do == "mcp":
             params: dict[str, Any] = {"name": a.get("name"), "arguments": a.get("args") or {}}

@@ -24,8 +24,15 @@ def free_port() -> int:
 class ServerProcess:
     """``jupyter server`` on 127.0.0.1 with its own root, data and runtime dirs."""
 
-    def __init__(self, root: Path, data: Path, *, agents: dict[str, Any] | None = None,
-                 token: str = "jupyter-acp-test-token", extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        data: Path,
+        *,
+        agents: dict[str, Any] | None = None,
+        token: str = "jupyter-acp-test-token",
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.root, self.data, self.token = Path(root), Path(data), token
         self.agents = agents or {}
         self.extra_args = extra_args or []
@@ -45,13 +52,21 @@ class ServerProcess:
         self.data.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.data / "runtime"), "JUPYTER_DATA_DIR": str(self.data)}
         argv = [
-            sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
-            f"--ServerApp.root_dir={self.root}", f"--IdentityProvider.token={self.token}", "--allow-root",
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            "--no-browser",
+            f"--port={self.port}",
+            "--ip=127.0.0.1",
+            f"--ServerApp.root_dir={self.root}",
+            f"--IdentityProvider.token={self.token}",
+            "--allow-root",
             f"--JupyterACP.agents={json.dumps(self.agents)}",
             f"--JupyterACP.store_path={self.data / 'store.sqlite'}",
-            "--ServerApp.jpserver_extensions={'jupyter_acp': True}", *self.extra_args,
+            "--ServerApp.jpserver_extensions={'jupyter_acp': True}",
+            *self.extra_args,
         ]
-        log = open(self.data / "server.log", "ab")  # noqa: SIM115 - lives as long as the process
+        log = open(self.data / "server.log", "ab")
         # cwd: the data dir, so files a server writes where it runs (.jupyter_ystore.db) stay there
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=self.data)
         deadline = time.monotonic() + timeout

@@ -12,6 +12,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+#: the client's own permission options; the sidebar labels buttons by ``kind``
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow in this notebook's session", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+]
+
 
 def digest(arguments: Any) -> str:
     """A canonical digest of a call's arguments: key order and spacing do not matter."""
@@ -65,8 +72,6 @@ class ToolHost(Protocol):
         """The kernel attached to a notebook now (None: no kernel)."""
         ...
 
-    async def approve(
-        self, session: Any, action: Action, *, title: str, kind: str, preview: str = ""
-    ) -> str:
+    async def approve(self, session: Any, action: Action, *, title: str, kind: str, preview: str = "") -> str:
         """Allow ``action`` (returning how) or raise :class:`Refused`; may ask the user."""
         ...

@@ -108,7 +108,12 @@ async def execute_code(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
         return error_result("the notebook has no kernel", kind="no_kernel")
     code = args["code"]
     refusal = await gate(
-        ctx, "client_execute_code", title="Run code in the notebook's kernel", kind="execute", arguments=args, preview=code[:2000]
+        ctx,
+        "client_execute_code",
+        title="Run code in the notebook's kernel",
+        kind="execute",
+        arguments=args,
+        preview=code[:2000],
     )
     if refusal is not None:
         return refusal
@@ -160,7 +165,9 @@ async def get_selection(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
             "ask the user to click into the notebook, or which cells they mean",
             kind="no_tab",
         )
-    lines = [f"active cell: index {sel.get('activeCellIndex')} id={sel.get('activeCellId')} (mode: {sel.get('mode', '?')})"]
+    lines = [
+        f"active cell: index {sel.get('activeCellIndex')} id={sel.get('activeCellId')} (mode: {sel.get('mode', '?')})"
+    ]
     if sel.get("selectedCells") is not None:
         lines.append(f"selected cells: {sel.get('selectedCells')}")
     if sel.get("selectedCellIds") is not None:

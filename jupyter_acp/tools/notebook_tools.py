@@ -80,7 +80,12 @@ async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
     end = start + len(rows)
     header = [
         f"notebook: {ctx.notebook} ({len(cells)} cells, {'unsaved changes' if nb.dirty() else 'saved'}; via {nb.kind})",
-        "kernel: " + (f"{kernel['name']} ({kernel['language']}, {kernel['state']})" if kernel else "none (no variable or execution tools)"),
+        "kernel: "
+        + (
+            f"{kernel['name']} ({kernel['language']}, {kernel['state']})"
+            if kernel
+            else "none (no variable or execution tools)"
+        ),
         f"cells {start}..{end - 1}:" if rows else "no cells in this range",
     ]
     if end < len(cells):
@@ -118,7 +123,9 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         end = int(args.get("end", start + 10))
         chosen = [(i, cells[i]) for i in range(start, min(end, len(cells)))]
         if not chosen:
-            return error_result(f"no cells in index range {start}..{end} (the notebook has {len(cells)})", kind="not_found")
+            return error_result(
+                f"no cells in index range {start}..{end} (the notebook has {len(cells)})", kind="not_found"
+            )
     budget = int(args.get("output_budget", svc.config.output_budget))
     total_budget = int(args.get("max_chars", 40_000))
     include_outputs = args.get("include_outputs", True)
@@ -146,7 +153,13 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         parts.append(block)
         used += len(block)
         svc.saw(ctx.session.id, cid, src)
-        entry = {"id": cid, "index": i, "type": c.get("cell_type"), "source": src, "execution_count": c.get("execution_count")}
+        entry = {
+            "id": cid,
+            "index": i,
+            "type": c.get("cell_type"),
+            "source": src,
+            "execution_count": c.get("execution_count"),
+        }
         if outputs_text is not None:
             # some agents (codex, claude) show the model only structuredContent: outputs must be there too
             entry["outputs"] = outputs_text
@@ -214,7 +227,9 @@ async def edit_cell(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     seen = svc.last_seen(ctx.session.id, cid)
     whole = "source" in args
     if whole == ("old_string" in args):
-        return error_result("give either 'source' (the whole new source) or 'old_string' and 'new_string'", kind="invalid_arguments")
+        return error_result(
+            "give either 'source' (the whole new source) or 'old_string' and 'new_string'", kind="invalid_arguments"
+        )
     if (seen is not None and seen != current) or (seen is None and whole):
         svc.saw(ctx.session.id, cid, current)
         why = (
@@ -324,7 +339,9 @@ async def move_cell(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         return refusal
     nb = await svc.notebooks.open(ctx.notebook)
     await nb.move(cid, to_index, _origin(ctx))
-    return text_result(f"moved cell {cid} from index {src_index} to {to_index}", {"cell_id": cid, "from": src_index, "to": to_index})
+    return text_result(
+        f"moved cell {cid} from index {src_index} to {to_index}", {"cell_id": cid, "from": src_index, "to": to_index}
+    )
 
 
 # -- execute -------------------------------------------------------------------------------------------------
@@ -346,7 +363,12 @@ async def execute_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
         return error_result(f"nothing was run: no cell with id {', '.join(map(repr, missing))}", kind="not_found")
     preview = "\n\n".join(f"# cell {cid}\n{by_id[cid].get('source', '')}" for cid in ids)[:2000]
     refusal = await gate(
-        ctx, "client_execute_cells", title=f"Run {len(ids)} cell(s) in the kernel", kind="execute", arguments=args, preview=preview
+        ctx,
+        "client_execute_cells",
+        title=f"Run {len(ids)} cell(s) in the kernel",
+        kind="execute",
+        arguments=args,
+        preview=preview,
     )
     if refusal is not None:
         return refusal
@@ -365,12 +387,16 @@ async def execute_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
                 return error_result(str(exc), kind="kernel")
             # what the cells that did run printed is part of the answer, in both forms
             failed_result = error_result(
-                f"{exc} (ran {n} of {len(ids)} cells first)\n" + "\n".join(parts), kind="kernel", structured={"results": results}
+                f"{exc} (ran {n} of {len(ids)} cells first)\n" + "\n".join(parts),
+                kind="kernel",
+                structured={"results": results},
             )
             failed_result["content"].extend(images)
             return failed_result
         outs = res.get("outputs", [])
-        head = f"--- cell {cid}: {res['status']}" + (f" [{res['execution_count']}]" if res.get("execution_count") else "")
+        head = f"--- cell {cid}: {res['status']}" + (
+            f" [{res['execution_count']}]" if res.get("execution_count") else ""
+        )
         if res["status"] == "timeout":
             head += f" (still running after {timeout:g} s: the kernel was interrupted)"
         if res.get("reason"):
@@ -425,7 +451,12 @@ def notebook_tools() -> list[ToolDef]:
                 "type": "object",
                 "properties": {
                     "start": {"type": "integer", "minimum": 0, "description": "first cell index (default 0)"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 500, "description": "cells per page (default 100)"},
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 500,
+                        "description": "cells per page (default 100)",
+                    },
                 },
                 "additionalProperties": False,
             },

@@ -10,7 +10,6 @@ from .services import JupyterACPTools, ToolServices
 from .surface import ToolSurface
 
 
-
 def all_tools() -> list[Any]:
     return [*notebook_tools(), *kernel_tools()]
 

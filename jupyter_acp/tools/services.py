@@ -38,7 +38,9 @@ class JupyterACPTools(Configurable):
         {'client_read_cells': 'ask'}, {'fs/write_text_file': 'auto'}, {'fs/read_text_file': 'deny'}.
         Tools that change nothing and fs/read_text_file default to 'auto'.""",
     )
-    execute_timeout = Float(60.0, config=True, help="Default seconds a cell or code run may take before the kernel is interrupted.")
+    execute_timeout = Float(
+        60.0, config=True, help="Default seconds a cell or code run may take before the kernel is interrupted."
+    )
     max_execute_timeout = Float(600.0, config=True, help="Largest timeout an agent may ask for.")
     output_budget = Integer(2000, config=True, help="Characters kept of each text output returned to the agent.")
     variable_timeout = Float(15.0, config=True, help="Seconds a variable listing or inspection may take.")
@@ -63,6 +65,7 @@ class ToolServices:
 
     async def close(self) -> None:
         await self.kernels.close()
+
 
 async def gate(
     ctx: ToolContext, tool_name: str, *, title: str, kind: str, arguments: dict[str, Any], preview: str = ""

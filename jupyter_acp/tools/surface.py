@@ -195,7 +195,7 @@ class ToolSurface:
             if tool.own_timeouts:
                 return await tool.executor(ctx, arguments)
             return await asyncio.wait_for(tool.executor(ctx, arguments), self.call_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return error_result(f"{name} timed out after {self.call_timeout:g} s", kind="timeout")
         except Exception as exc:
             log.exception("tool %s failed", name)  # the traceback goes to the server log, never to the agent

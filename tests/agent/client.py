@@ -53,14 +53,25 @@ class AgentClient:
         self.stderr_path = stderr_path
         err = open(stderr_path, "wb") if stderr_path else asyncio.subprocess.DEVNULL
         self.proc = await asyncio.create_subprocess_exec(
-            *AGENT, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err, env=full_env,
+            *AGENT,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env=full_env,
             limit=1 << 24,
         )
         if stderr_path:
             err.close()  # type: ignore[union-attr]
         assert self.proc.stdin and self.proc.stdout
-        self.conn = JsonRpcConnection(self.proc.stdout, self.proc.stdin, self, max_frame_bytes=64 << 20, name="agent",
-                                       on_bad_frame=self.bad_frames.append)
+        self.conn = JsonRpcConnection(
+            self.proc.stdout,
+            self.proc.stdin,
+            self,
+            max_frame_bytes=64 << 20,
+            name="agent",
+            on_bad_frame=self.bad_frames.append,
+        )
         self.conn.start()
         if initialize is not None:
             self.init_result = await self.request("initialize", initialize)
@@ -78,7 +89,9 @@ class AgentClient:
         return await self.request("session/new", {"cwd": cwd, "mcpServers": mcp_servers or []})
 
     async def prompt(self, sid: str, text: str, timeout: float = 60.0) -> dict[str, Any]:
-        return await self.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}, timeout)
+        return await self.request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}, timeout
+        )
 
     def text(self, sid: str, kind: str = "agent_message_chunk") -> str:
         return "".join(
@@ -95,7 +108,7 @@ class AgentClient:
             return None
         try:
             return await asyncio.wait_for(self.proc.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.proc.kill()
             return await self.proc.wait()
 

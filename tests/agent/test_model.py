@@ -31,9 +31,18 @@ MCP_STDERR_SENTINEL = "mcp-child-stderr-7f3a"  # tests/agent/mcp_server.py write
 RULES: list[dict[str, Any]] = [
     {"match": "^slow", "text": " ".join(f"word{i}" for i in range(40)), "delay": 0.25},
     {"match": "^think", "reasoning": "pondering deeply", "text": "thought done"},
-    {"match": "^plan", "tool": "^update_plan$",
-     "arguments": {"entries": [{"content": "step one", "status": "in_progress"}, {"content": "step two", "status": "pending"}]}},
-    {"match": "^use echo", "tool": "^client_echo$", "arguments": {"text": "hi", "_meta": {"org.mini-me": {"sessionId": "forged"}}}},
+    {
+        "match": "^plan",
+        "tool": "^update_plan$",
+        "arguments": {
+            "entries": [{"content": "step one", "status": "in_progress"}, {"content": "step two", "status": "pending"}]
+        },
+    },
+    {
+        "match": "^use echo",
+        "tool": "^client_echo$",
+        "arguments": {"text": "hi", "_meta": {"org.mini-me": {"sessionId": "forged"}}},
+    },
     {"match": "^use write", "tool": "^client_write$", "arguments": {"source": "x = 1"}},
     {"match": "^use edit", "tool": "^client_edit_cell$", "arguments": {"cell_id": "c1", "source": "y = 2\nprint(y)"}},
     {"match": "^use fail", "tool": "^client_fail$", "arguments": {}},
@@ -45,26 +54,57 @@ RULES: list[dict[str, Any]] = [
 ]
 
 TOOLS = [
-    {"name": "client_echo", "description": "Echo a text", "method": "_t/echo",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-     "annotations": {"readOnlyHint": True}},
-    {"name": "client_write", "description": "Write a cell", "method": "_t/write",
-     "inputSchema": {"type": "object", "properties": {"source": {"type": "string"}}, "required": ["source"]},
-     "annotations": {"readOnlyHint": False, "destructiveHint": True}},
-    {"name": "client_edit_cell", "description": "Edit a cell", "method": "_t/edit",
-     "inputSchema": {"type": "object", "properties": {"cell_id": {"type": "string"}, "source": {"type": "string"}}},
-     "annotations": {"readOnlyHint": False, "destructiveHint": True, "title": "Edit a cell"}},
-    {"name": "client_fail", "description": "Always fails", "method": "_t/fail",
-     "inputSchema": {"type": "object", "properties": {}}, "annotations": {"readOnlyHint": True}},
-    {"name": "client_big", "description": "Big output", "method": "_t/big",
-     "inputSchema": {"type": "object", "properties": {}}, "annotations": {"readOnlyHint": True}},
-    {"name": "client_weird", "description": "Odd schema", "method": "_t/weird",
-     "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
-                     "properties": {"mode": {"enum": ["a", "b", None], "default": "a"},
-                                    "n": {"type": ["integer", "null"], "format": "int32"},
-                                    "x": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-                     "required": ["mode", "ghost", 3]},
-     "annotations": {"readOnlyHint": True}},
+    {
+        "name": "client_echo",
+        "description": "Echo a text",
+        "method": "_t/echo",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "client_write",
+        "description": "Write a cell",
+        "method": "_t/write",
+        "inputSchema": {"type": "object", "properties": {"source": {"type": "string"}}, "required": ["source"]},
+        "annotations": {"readOnlyHint": False, "destructiveHint": True},
+    },
+    {
+        "name": "client_edit_cell",
+        "description": "Edit a cell",
+        "method": "_t/edit",
+        "inputSchema": {"type": "object", "properties": {"cell_id": {"type": "string"}, "source": {"type": "string"}}},
+        "annotations": {"readOnlyHint": False, "destructiveHint": True, "title": "Edit a cell"},
+    },
+    {
+        "name": "client_fail",
+        "description": "Always fails",
+        "method": "_t/fail",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "client_big",
+        "description": "Big output",
+        "method": "_t/big",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "client_weird",
+        "description": "Odd schema",
+        "method": "_t/weird",
+        "inputSchema": {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {
+                "mode": {"enum": ["a", "b", None], "default": "a"},
+                "n": {"type": ["integer", "null"], "format": "int32"},
+                "x": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            },
+            "required": ["mode", "ghost", 3],
+        },
+        "annotations": {"readOnlyHint": True},
+    },
     {"name": "bad tool name!", "description": "skipped", "method": "_t/none", "inputSchema": {}},
     {"name": "client_nomethod", "description": "skipped", "inputSchema": {}},
 ]
@@ -133,7 +173,9 @@ def world(tmp_path_factory):
     stderr = str(base / "agent.stderr")
     agent = loop.run_until_complete(
         AgentClient.start(
-            *agent_args(model), "--log-level", "DEBUG",
+            *agent_args(model),
+            "--log-level",
+            "DEBUG",
             env={"JUPYTER_ACP_AGENT_STATE_DIR": state, "LITELLM_LOG": "DEBUG", "SECRET_VAR": "s3cret"},
             stderr_path=stderr,
             initialize=initialize_params({"discovery": "request"}),
@@ -212,7 +254,10 @@ def test_client_tool_errors_and_big_output(world):
     assert tool_messages(world.model)[-1] == "[client tool error: kaput]"
     world.run(a.prompt(sid, "use big"))
     done = [u for u in a.updates[sid] if u.get("status") == "completed"][-1]
-    assert done["rawOutput"] == f"[tool value omitted: {len(json.dumps({'content': [{'type': 'text', 'text': 'B' * 102400}]}))} bytes exceeds 65536-byte limit]"
+    assert (
+        done["rawOutput"]
+        == f"[tool value omitted: {len(json.dumps({'content': [{'type': 'text', 'text': 'B' * 102400}]}))} bytes exceeds 65536-byte limit]"
+    )
     # a model that keeps calling tools is stopped after max_turn_requests round trips
     assert world.run(a.prompt(sid, "loop-me"))["stopReason"] == "max_turn_requests"
 
@@ -263,8 +308,12 @@ def test_cards_carry_human_titles_and_the_source_as_text(world):
 
 def test_mcp_over_stdio(world):
     a = world.agent
-    server = {"name": "local", "command": sys.executable, "args": [MCP_SERVER, "stdio"],
-              "env": [{"name": "GIVEN_VAR", "value": "yes"}]}
+    server = {
+        "name": "local",
+        "command": sys.executable,
+        "args": [MCP_SERVER, "stdio"],
+        "env": [{"name": "GIVEN_VAR", "value": "yes"}],
+    }
     sid = world.run(a.new_session(world.cwd, [server]), 90)["sessionId"]
     p0 = len(world.permission_requests)
     world.answers[:] = ["allow_once", "allow_once"]
@@ -293,8 +342,12 @@ def test_mcp_over_http(world):
 
     async def start_server():
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, MCP_SERVER, "http", str(port),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            MCP_SERVER,
+            "http",
+            str(port),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         for _ in range(300):
             try:
@@ -360,7 +413,8 @@ def test_load_replays_history_after_restart(world):
 
     async def reload():
         b = await AgentClient.start(
-            *agent_args(world.model), env={"JUPYTER_ACP_AGENT_STATE_DIR": world.state},
+            *agent_args(world.model),
+            env={"JUPYTER_ACP_AGENT_STATE_DIR": world.state},
             initialize=initialize_params({"discovery": "request"}),
         )
         b.handlers["_org.mini-me/tools/list"] = a.handlers["_org.mini-me/tools/list"]
@@ -385,7 +439,8 @@ def test_load_replays_history_after_restart(world):
 def test_meta_mode_client_tools(world, tmp_path):
     async def go():
         b = await AgentClient.start(
-            *agent_args(world.model), env={"JUPYTER_ACP_AGENT_STATE_DIR": str(tmp_path)},
+            *agent_args(world.model),
+            env={"JUPYTER_ACP_AGENT_STATE_DIR": str(tmp_path)},
             initialize=initialize_params({"discovery": "meta", "tools": TOOLS}),
         )
         install_client(world, b)

@@ -125,7 +125,9 @@ def test_a_long_history_resumes_and_load_replays_its_tail(state_dir, tmp_path):
         n0 = len(c.updates["acp:long"])
         await c.request("session/load", setup)
         replay = c.updates["acp:long"][n0:]
-        texts = [u["content"]["text"] for u in replay if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")]
+        texts = [
+            u["content"]["text"] for u in replay if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")
+        ]
         assert "LAST-ANSWER" in texts and not any(t.startswith("FIRST-MESSAGE") for t in texts)
         replayed = sum(len(json.dumps(u).encode()) for u in replay)
         assert 7 * 1024 * 1024 < replayed <= 8 * 1024 * 1024
@@ -247,13 +249,17 @@ def test_load_classifies_errors_and_validates_setup(state_dir, tmp_path):
             err = await rpc_error(c.request("session/load", {"sessionId": bad, "cwd": str(tmp_path), "mcpServers": []}))
             assert err.code == INVALID_PARAMS
         assert sorted(os.listdir(state_dir)) == before  # storage never touched
-        err = await rpc_error(c.request("session/load", {"sessionId": "acp:missing", "cwd": str(tmp_path), "mcpServers": []}))
+        err = await rpc_error(
+            c.request("session/load", {"sessionId": "acp:missing", "cwd": str(tmp_path), "mcpServers": []})
+        )
         assert err.code == INVALID_PARAMS
         broken = os.path.join(state_dir, "sessions", "broken")
         os.makedirs(broken)
         with open(os.path.join(broken, "meta.json"), "w") as fh:
             fh.write("{not json")
-        err = await rpc_error(c.request("session/load", {"sessionId": "acp:broken", "cwd": str(tmp_path), "mcpServers": []}))
+        err = await rpc_error(
+            c.request("session/load", {"sessionId": "acp:broken", "cwd": str(tmp_path), "mcpServers": []})
+        )
         assert err.code == INTERNAL_ERROR
         # client-supplied MCP servers are validated before anything starts
         bad_servers = [

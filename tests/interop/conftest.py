@@ -30,13 +30,20 @@ PROMPT = "Give me an outline of this notebook and read its cells."
 #: both, and every tool's structuredContent says what its text says (tests/tools/test_structured.py).
 SCENARIO_RULES: list[dict[str, Any]] = [
     {"match": "outline of this notebook", "tool": r"client_notebook_outline$", "times": 1},
-    {"role": "tool", "match": r'notebook: census/|"cell_count"', "tool": r"client_read_cells$",
-     "arguments": {"start": 0, "end": 10}, "times": 1},
+    {
+        "role": "tool",
+        "match": r'notebook: census/|"cell_count"',
+        "tool": r"client_read_cells$",
+        "arguments": {"start": 0, "end": 10},
+        "times": 1,
+    },
     {"role": "tool", "match": r'--- cell|"source"', "text": "Here is the notebook. {last}"},
 ]
 
 #: what the scripted model answers once it has read the cells (the last tool result, verbatim)
-EXPECTED_CELLS = f"--- cell 0 id=census-title markdown\n# Zebra census\n--- cell 1 id=census-count code\nzebras = 42  # {MARKER}"
+EXPECTED_CELLS = (
+    f"--- cell 0 id=census-title markdown\n# Zebra census\n--- cell 1 id=census-count code\nzebras = 42  # {MARKER}"
+)
 EXPECTED_ANSWER = "Here is the notebook. " + EXPECTED_CELLS
 
 #: permission options preferred, by kind (option ids differ per agent)
@@ -65,7 +72,9 @@ async def run_turn_answering_permissions(api, sid: str, text: str, timeout: floa
             if e["type"] == "permission_request" and e["turn_id"] == turn and e["request_id"] not in answered:
                 option = next((o for kind in ALLOW_KINDS for o in e["options"] if o.get("kind") == kind), None)
                 assert option is not None, f"no allow option in {e['options']}"
-                await api.call("POST", "sessions", sid, "permissions", e["request_id"], body={"option_id": option["optionId"]})
+                await api.call(
+                    "POST", "sessions", sid, "permissions", e["request_id"], body={"option_id": option["optionId"]}
+                )
                 answered.add(e["request_id"])
         if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in events):
             return turn, events

@@ -71,7 +71,11 @@ def install(agent: NpmAgent, timeout: float = 600) -> Path:
             try:
                 proc = subprocess.run(
                     ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", agent.spec],
-                    check=False, cwd=tmp, capture_output=True, text=True, timeout=timeout,
+                    check=False,
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
                 )
             except subprocess.TimeoutExpired as exc:
                 raise InstallError(f"npm install {agent.spec} took more than {timeout:.0f}s") from exc

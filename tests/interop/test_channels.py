@@ -41,11 +41,19 @@ def fake_model():
 
 @pytest.fixture
 def acp_agents(fake_model, agent_home):
-    env = {**isolated_env(agent_home), "JUPYTER_ACP_MODEL": "openai/fake", "JUPYTER_ACP_API_BASE": fake_model.url,
-           "OPENAI_API_KEY": "sk-fake", "JUPYTER_ACP_AGENT_STATE_DIR": str(agent_home / "state")}
+    env = {
+        **isolated_env(agent_home),
+        "JUPYTER_ACP_MODEL": "openai/fake",
+        "JUPYTER_ACP_API_BASE": fake_model.url,
+        "OPENAI_API_KEY": "sk-fake",
+        "JUPYTER_ACP_AGENT_STATE_DIR": str(agent_home / "state"),
+    }
     return {
         f"builtin-{channel}": {
-            "command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "env": env, "tool_channel": channel,
+            "command": sys.executable,
+            "args": ["-m", "jupyter_acp.agent"],
+            "env": env,
+            "tool_channel": channel,
         }
         for channel in CHANNELS
     }

@@ -58,8 +58,10 @@ EDIT_RULES = [
     {"role": "tool", "text": "Inserted. {last}"},
 ]
 #: the script of each test
-RULES = {"test_real_agent_reads_the_notebook_over_mcp": SCENARIO_RULES,
-         "test_real_agent_edits_the_notebook_after_permission": EDIT_RULES}
+RULES = {
+    "test_real_agent_reads_the_notebook_over_mcp": SCENARIO_RULES,
+    "test_real_agent_edits_the_notebook_after_permission": EDIT_RULES,
+}
 
 #: permission requests the agent itself sends for the two read-only calls: codex-acp 0.16 does not ask
 #: for MCP tools annotated ``readOnlyHint`` (it asks for every other one, see the edit test);
@@ -84,12 +86,17 @@ def acp_agents(agent_name, fake, agent_home):
         (codex_home / "config.toml").write_text(codex_config(fake.url))
         env.update({"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "sk-fake", "RUST_LOG": "warn"})
     else:
-        env.update({
-            "ANTHROPIC_BASE_URL": fake.base, "ANTHROPIC_API_KEY": "sk-ant-fake",
-            "IS_SANDBOX": "1",  # as root, session/new fails ("Query closed before response received") without it
-            "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        })
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": fake.base,
+                "ANTHROPIC_API_KEY": "sk-ant-fake",
+                "IS_SANDBOX": "1",  # as root, session/new fails ("Query closed before response received") without it
+                "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+            }
+        )
     return {agent_name: {"command": exe, "env": env, "tool_channel": "mcp-http", "title": AGENTS[agent_name].spec}}
 
 
@@ -103,8 +110,7 @@ async def test_real_agent_reads_the_notebook_over_mcp(agent_name, api, jp_root_d
         print("requests:", json.dumps(fake.requests)[-3000:])
         raise
     got = turn_summary(events, turn)
-    debug = (f"end={got['end']}\ntext={got['text']!r}\npaths={fake.paths}\n"
-             f"events={json.dumps(events)[-3000:]}")
+    debug = f"end={got['end']}\ntext={got['text']!r}\npaths={fake.paths}\nevents={json.dumps(events)[-3000:]}"
     assert got["end"].get("stop_reason") == "end_turn", debug
     assert got["end"].get("tool_calls_served") == 2, debug
     assert MARKER in got["text"], debug

@@ -38,10 +38,20 @@ PRINTED = "PRINTED-42"  # only the run of c0 then c1 makes it
 #: matched in whatever shape the agent hands its model (the text, or structuredContent as JSON).
 RULES = [
     {"match": "tell me what c1 printed", "tool": r"client_read_cells$", "arguments": {"cell_ids": ["c1"]}, "times": 1},
-    {"role": "tool", "match": r"print\(\W*old", "tool": r"client_edit_cell$",
-     "arguments": {"cell_id": "c1", "source": NEW_SOURCE}, "times": 1},
-    {"role": "tool", "match": r"PRINTED-\{base", "tool": r"client_execute_cells$",
-     "arguments": {"cell_ids": ["c0", "c1"]}, "times": 1},
+    {
+        "role": "tool",
+        "match": r"print\(\W*old",
+        "tool": r"client_edit_cell$",
+        "arguments": {"cell_id": "c1", "source": NEW_SOURCE},
+        "times": 1,
+    },
+    {
+        "role": "tool",
+        "match": r"PRINTED-\{base",
+        "tool": r"client_execute_cells$",
+        "arguments": {"cell_ids": ["c0", "c1"]},
+        "times": 1,
+    },
     {"role": "tool", "match": PRINTED, "text": f"c1 printed {PRINTED}."},
 ]
 
@@ -78,10 +88,22 @@ def fake(agent_name):
 def acp_agents(agent_name, fake, agent_home):
     env = isolated_env(agent_home)
     if agent_name == "builtin":
-        env.update({"JUPYTER_ACP_MODEL": "openai/fake", "JUPYTER_ACP_API_BASE": fake.url, "OPENAI_API_KEY": "sk-fake",
-                    "JUPYTER_ACP_AGENT_STATE_DIR": str(agent_home / "state")})
-        return {"builtin": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "env": env,
-                            "tool_channel": "client-tools"}}
+        env.update(
+            {
+                "JUPYTER_ACP_MODEL": "openai/fake",
+                "JUPYTER_ACP_API_BASE": fake.url,
+                "OPENAI_API_KEY": "sk-fake",
+                "JUPYTER_ACP_AGENT_STATE_DIR": str(agent_home / "state"),
+            }
+        )
+        return {
+            "builtin": {
+                "command": sys.executable,
+                "args": ["-m", "jupyter_acp.agent"],
+                "env": env,
+                "tool_channel": "client-tools",
+            }
+        }
     exe = installed(agent_name)
     if agent_name == "codex":
         codex_home = agent_home / "codex"
@@ -89,11 +111,17 @@ def acp_agents(agent_name, fake, agent_home):
         (codex_home / "config.toml").write_text(codex_config(fake.url))
         env.update({"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "sk-fake", "RUST_LOG": "warn"})
     else:
-        env.update({
-            "ANTHROPIC_BASE_URL": fake.base, "ANTHROPIC_API_KEY": "sk-ant-fake", "IS_SANDBOX": "1",
-            "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        })
+        env.update(
+            {
+                "ANTHROPIC_BASE_URL": fake.base,
+                "ANTHROPIC_API_KEY": "sk-ant-fake",
+                "IS_SANDBOX": "1",
+                "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+            }
+        )
     return {agent_name: {"command": exe, "env": env, "tool_channel": "mcp-http", "title": NPM[agent_name].spec}}
 
 
@@ -123,9 +151,11 @@ async def test_the_whole_task(agent_name, api, jp_root_dir, jp_fetch, fake):
     turn, events = await run_turn_answering_permissions(api, s["id"], TASK, timeout=180)
     got = turn_summary(events, turn)
     cards = [card_kind(p) for p in got["permissions"]]
-    debug = (f"end={got['end']}\ntext={got['text']!r}\ncards={cards} "
-             f"{[(p['source'], (p.get('tool_call') or {}).get('title')) for p in got['permissions']]}\n"
-             f"tool results the model saw={json.dumps(fake.tool_results())[-3000:]}")
+    debug = (
+        f"end={got['end']}\ntext={got['text']!r}\ncards={cards} "
+        f"{[(p['source'], (p.get('tool_call') or {}).get('title')) for p in got['permissions']]}\n"
+        f"tool results the model saw={json.dumps(fake.tool_results())[-3000:]}"
+    )
     assert got["end"].get("stop_reason") == "end_turn", debug
     # the model was sent what c1 printed, in the tool result it received, and said it
     assert any(PRINTED in r for r in fake.tool_results()), debug

@@ -46,11 +46,15 @@ class Result:
 
     @property
     def stdout(self) -> str:
-        return "".join(m["content"]["text"] for m in self.msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+        return "".join(
+            m["content"]["text"] for m in self.msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stdout"
+        )
 
     @property
     def stderr(self) -> str:
-        return "".join(m["content"]["text"] for m in self.msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+        return "".join(
+            m["content"]["text"] for m in self.msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
+        )
 
     @property
     def error(self) -> str:
@@ -85,7 +89,9 @@ class Kernel:
 
     async def start(self) -> Kernel:
         resp = await self.fetch(
-            "api", "sessions", method="POST",
+            "api",
+            "sessions",
+            method="POST",
             body=json.dumps({"path": self.path, "name": self.path, "type": "notebook", "kernel": {"name": "python3"}}),
         )
         self.id = json.loads(resp.body)["kernel"]["id"]

@@ -55,19 +55,48 @@ async def test_a_kernel_token_opens_only_its_own_notebook(start_kernel, make_not
     env_a, env_b = await probe(a), await probe(b)
 
     # A's own token works for A
-    resp = await jp_fetch("jupyter-acp", "kernel", "whoami", params={"kernel_id": a.id}, headers=creds(a.id, env_a["token"]))
+    resp = await jp_fetch(
+        "jupyter-acp", "kernel", "whoami", params={"kernel_id": a.id}, headers=creds(a.id, env_a["token"])
+    )
     assert json.loads(resp.body)["notebook"] == "a.ipynb"
 
     # A asks whoami for B: with its own id in the header, or claiming to be B
-    await expect(jp_fetch, 403, "jupyter-acp", "kernel", "whoami", params={"kernel_id": b.id}, headers=creds(a.id, env_a["token"]))
+    await expect(
+        jp_fetch,
+        403,
+        "jupyter-acp",
+        "kernel",
+        "whoami",
+        params={"kernel_id": b.id},
+        headers=creds(a.id, env_a["token"]),
+    )
     assert env_a["token"] and env_b["token"] and env_a["token"] != env_b["token"], "each kernel has its own secret"
-    await expect(jp_fetch, 403, "jupyter-acp", "kernel", "whoami", params={"kernel_id": b.id}, headers=creds(b.id, env_a["token"]))
-    await expect(jp_fetch, 403, "jupyter-acp", "kernel", "whoami", params={"kernel_id": b.id},
-                 headers={"X-Jupyter-ACP-Token": env_a["token"], "Authorization": ""})
+    await expect(
+        jp_fetch,
+        403,
+        "jupyter-acp",
+        "kernel",
+        "whoami",
+        params={"kernel_id": b.id},
+        headers=creds(b.id, env_a["token"]),
+    )
+    await expect(
+        jp_fetch,
+        403,
+        "jupyter-acp",
+        "kernel",
+        "whoami",
+        params={"kernel_id": b.id},
+        headers={"X-Jupyter-ACP-Token": env_a["token"], "Authorization": ""},
+    )
     # A prompts B's notebook
     body = json.dumps({"kernel_id": b.id, "text": "hello from A"})
-    await expect(jp_fetch, 403, "jupyter-acp", "kernel", "prompt", method="POST", body=body, headers=creds(a.id, env_a["token"]))
-    await expect(jp_fetch, 403, "jupyter-acp", "kernel", "session", method="POST", body=body, headers=creds(a.id, env_a["token"]))
+    await expect(
+        jp_fetch, 403, "jupyter-acp", "kernel", "prompt", method="POST", body=body, headers=creds(a.id, env_a["token"])
+    )
+    await expect(
+        jp_fetch, 403, "jupyter-acp", "kernel", "session", method="POST", body=body, headers=creds(a.id, env_a["token"])
+    )
 
     # B's session waits for a permission answer (asked through the user's API)
     session = await api.open("b.ipynb", "perm")
@@ -77,19 +106,51 @@ async def test_a_kernel_token_opens_only_its_own_notebook(start_kernel, make_not
     rid = [e for e in events if e["type"] == "permission_request"][-1]["request_id"]
     answer = json.dumps({"option_id": "allow"})
     for kid in (a.id, b.id):  # A's token, whichever id it names
-        await expect(jp_fetch, 403, "jupyter-acp", "kernel", "sessions", sid, "permissions", rid,
-                     method="POST", body=answer, headers=creds(kid, env_a["token"]))
-        await expect(jp_fetch, 403, "jupyter-acp", "kernel", "sessions", sid, "events", headers=creds(kid, env_a["token"]))
+        await expect(
+            jp_fetch,
+            403,
+            "jupyter-acp",
+            "kernel",
+            "sessions",
+            sid,
+            "permissions",
+            rid,
+            method="POST",
+            body=answer,
+            headers=creds(kid, env_a["token"]),
+        )
+        await expect(
+            jp_fetch, 403, "jupyter-acp", "kernel", "sessions", sid, "events", headers=creds(kid, env_a["token"])
+        )
         await expect(jp_fetch, 403, "jupyter-acp", "kernel", "sessions", sid, headers=creds(kid, env_a["token"]))
-        await expect(jp_fetch, 403, "jupyter-acp", "kernel", "sessions", sid, "cancel",
-                     method="POST", body="{}", headers=creds(kid, env_a["token"]))
+        await expect(
+            jp_fetch,
+            403,
+            "jupyter-acp",
+            "kernel",
+            "sessions",
+            sid,
+            "cancel",
+            method="POST",
+            body="{}",
+            headers=creds(kid, env_a["token"]),
+        )
     assert not [e for e in await api.events(sid) if e["type"] == "permission_resolved"], "A's answer must not land"
 
     # B, with its own token, sees and answers its own notebook's request
     resp = await jp_fetch("jupyter-acp", "kernel", "sessions", sid, "events", headers=creds(b.id, env_b["token"]))
     assert any(e["type"] == "permission_request" for e in json.loads(resp.body)["events"])
-    await jp_fetch("jupyter-acp", "kernel", "sessions", sid, "permissions", rid,
-                   method="POST", body=answer, headers=creds(b.id, env_b["token"]))
+    await jp_fetch(
+        "jupyter-acp",
+        "kernel",
+        "sessions",
+        sid,
+        "permissions",
+        rid,
+        method="POST",
+        body=answer,
+        headers=creds(b.id, env_b["token"]),
+    )
     resolved = [e for e in await api.events(sid) if e["type"] == "permission_resolved"]
     assert [e.get("option_id") for e in resolved] == ["allow"]
 
@@ -139,7 +200,9 @@ async def test_a_restarted_kernel_keeps_its_token_and_the_magic(start_kernel, ma
 
     await wait_until(restarted, timeout=60)
     after = await probe(k)
-    assert after["token"] == before["token"] and after["url"] == before["url"], "a restarted kernel keeps its id and token"
+    assert after["token"] == before["token"] and after["url"] == before["url"], (
+        "a restarted kernel keeps its id and token"
+    )
     res = await k.run("%load_ext jupyter_acp")
     assert res.status == "ok", res.text()
     res = await k.run("%%acp echo\nafter the restart")
@@ -162,9 +225,7 @@ async def test_a_kernel_started_without_env_gets_the_whole_environment_and_its_t
         km = acp_server.kernel_manager.get_kernel(kid)
         pid = km.provisioner.process.pid
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            environ = dict(
-                item.split("=", 1) for item in fh.read().decode(errors="replace").split("\0") if "=" in item
-            )
+            environ = dict(item.split("=", 1) for item in fh.read().decode(errors="replace").split("\0") if "=" in item)
         app = acp_server.web_app.settings["jupyter_acp"]
         assert environ["JUPYTER_ACP_TOKEN"] == kernel_token(app._acp_kernel_secret, kid)
         assert environ["JUPYTER_ACP_URL"] == app._acp_kernel_url

@@ -25,8 +25,20 @@ def run_ipython(code: str, tmp_path, **env_extra: str) -> subprocess.CompletedPr
     script = tmp_path / "script.ipy"
     script.write_text(textwrap.dedent(code))
     return subprocess.run(
-        [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "--HistoryManager.enabled=False", str(script)],
-        capture_output=True, text=True, timeout=90, cwd=tmp_path, env=env,
+        [
+            sys.executable,
+            "-m",
+            "IPython",
+            "--no-banner",
+            "--colors=NoColor",
+            "--HistoryManager.enabled=False",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
+        env=env,
     )
 
 
@@ -104,7 +116,9 @@ def test_discovery_env_then_runtime_file_and_stale_files(tmp_path, monkeypatch):
     # a killed server leaves its file behind: ignored
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (tmp_path / f"jupyter_acp-{dead.pid}.json").write_text(json.dumps({"url": "http://h:2/", "token": "t", "pid": dead.pid}))
+    (tmp_path / f"jupyter_acp-{dead.pid}.json").write_text(
+        json.dumps({"url": "http://h:2/", "token": "t", "pid": dead.pid})
+    )
     monkeypatch.setenv("JPY_PARENT_PID", str(dead.pid))
     assert magic.discover_server() is None
 
@@ -115,7 +129,9 @@ def test_interpolation_and_options():
     text = "hi {name} {df[a]} {df['a']} {n:.2f} {nope} {{name}} {1+1}"
     assert magic.interpolate(text, ns) == "hi world 1 {df['a']} 3.14 {nope} {{name}} {1+1}"
     assert magic.interpolate('json {"a": 1}', ns) == 'json {"a": 1}'
-    opts = magic.parse_options(["echo", "-f", "code", "--new", "--timeout=5"], positional_agent=True, stop_at_text=False)
+    opts = magic.parse_options(
+        ["echo", "-f", "code", "--new", "--timeout=5"], positional_agent=True, stop_at_text=False
+    )
     assert (opts.agent, opts.format, opts.new, opts.timeout) == ("echo", "code", True, 5.0)
     opts = magic.parse_options("-f md explain this -f".split(), positional_agent=False, stop_at_text=True)
     assert opts.format == "markdown" and opts.rest == ["explain", "this", "-f"]
@@ -138,3 +154,32 @@ def test_interpolation_and_options():
         assert str(err.value) == message
     opts = magic.parse_options(["-c", "cells-above", "--", "-f", "x"], positional_agent=False, stop_at_text=True)
     assert opts.context == "cells-above" and opts.rest == ["-f", "x"] and opts.format == "markdown"
+
+
+def test_local_mode_files_follow_the_same_rules_and_writes_ask(tmp_path):
+    """Without a server, the agent's fs/* is still confined (the kernel's folder, no Jupyter dirs, no hidden
+    files, no .ipynb) and a write is asked in the cell: unanswered here, so nothing is written."""
+    (tmp_path / "visible.txt").write_text("visible text")
+    (tmp_path / ".secret").write_text("hidden")
+    (tmp_path / "nb.ipynb").write_text("{}")
+    fs_agent = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.agents", "fs"], "title": "fs"}
+    proc = run_ipython(
+        f"""
+        %load_ext jupyter_acp
+        get_ipython().find_magic('acp').__self__.agents = {{"fs": {fs_agent!r}}}
+        %acp use fs
+        %acp --timeout 20 read {tmp_path / "visible.txt"}
+        %acp --timeout 20 read {tmp_path / ".secret"}
+        %acp --timeout 20 read /etc/passwd
+        %acp --timeout 20 write {tmp_path / "nb.ipynb"} pwned
+        %acp --timeout 3 write {tmp_path / "new.txt"} planted
+        """,
+        tmp_path,
+    )
+    out, err = proc.stdout, proc.stderr
+    assert "ok: visible text" in out, (out, err)
+    assert "ok: hidden" not in out and ".secret is hidden" in out, out
+    assert "root:" not in out and "outside the server root" in out, out
+    assert "it is a notebook" in out, out
+    assert (tmp_path / "nb.ipynb").read_text() == "{}"
+    assert not (tmp_path / "new.txt").exists()

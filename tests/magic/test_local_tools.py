@@ -23,7 +23,9 @@ PREFIX = client_tools.TOOL_METHOD_PREFIX
 
 @pytest.fixture
 def backend():
-    magics = SimpleNamespace(shell=SimpleNamespace(user_ns={"nums": [3, 1, 2], "city": "Oslo", "_hidden": 1}), agents={})
+    magics = SimpleNamespace(
+        shell=SimpleNamespace(user_ns={"nums": [3, 1, 2], "city": "Oslo", "_hidden": 1}), agents={}
+    )
     b = LocalBackend(magics)  # type: ignore[arg-type]
     yield b
     b.close()

@@ -8,7 +8,6 @@ import os
 import pytest
 
 from ..conftest import message_text
-from .conftest import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -122,7 +121,11 @@ async def test_interrupt_cancels_the_turn(start_kernel, make_notebook, api, acp_
     interrupted: list[bool] = []
 
     async def on_msg(msg):
-        if not interrupted and msg["msg_type"] == "update_display_data" and "3 " in msg["content"]["data"].get("text/plain", ""):
+        if (
+            not interrupted
+            and msg["msg_type"] == "update_display_data"
+            and "3 " in msg["content"]["data"].get("text/plain", "")
+        ):
             interrupted.append(True)
             await acp_server.kernel_manager.interrupt_kernel(k.id)
 
@@ -151,7 +154,7 @@ async def test_line_cancel_and_reset(start_kernel, make_notebook, api):
     assert "nothing to cancel" in res.text()
     res = await k.run("%acp history")
     assert "started in the sidebar" in res.text()
-    before = (await api.call("GET", "sessions", session["id"]))
+    before = await api.call("GET", "sessions", session["id"])
     res = await k.run("%acp reset")
     assert res.status == "ok" and "new conversation" in res.text(), res.text()
     events = await api.wait_for(
@@ -201,7 +204,12 @@ async def test_kernel_routes_need_the_secret(acp_server, jp_fetch, jp_runtime_di
     assert info["url"] == url and "token" not in info and info["pid"] == os.getpid()
     for headers in ({}, {"X-Jupyter-ACP-Token": "wrong"}, {"Authorization": "token wrong"}):
         with pytest.raises(HTTPClientError) as err:
-            await jp_fetch("jupyter-acp", "kernel", "agents", headers={**headers, "Authorization": headers.get("Authorization", "")})
+            await jp_fetch(
+                "jupyter-acp",
+                "kernel",
+                "agents",
+                headers={**headers, "Authorization": headers.get("Authorization", "")},
+            )
         assert err.value.code == 403
     mine = {"X-Jupyter-ACP-Token": token, "X-Jupyter-ACP-Kernel": "nope", "Authorization": ""}
     resp = await jp_fetch("jupyter-acp", "kernel", "agents", headers=mine)

@@ -12,7 +12,9 @@ from jupyter_acp.testing.fake_model import FakeModel
 
 pytestmark = pytest.mark.timeout(180)
 
-TOUR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "notebooks", "tour.ipynb")
+TOUR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "notebooks", "tour.ipynb"
+)
 
 
 @pytest.fixture

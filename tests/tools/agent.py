@@ -34,8 +34,16 @@ class Agent:
         return await fut
 
     def chunk(self, sid: str, text: str) -> None:
-        self.send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
-            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": sid,
+                    "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
+                },
+            }
+        )
 
     async def handle(self, msg: dict[str, Any]) -> None:
         if "method" not in msg:
@@ -46,13 +54,18 @@ class Agent:
         method, params, rid = msg["method"], msg.get("params") or {}, msg.get("id")
         result: Any = None
         if method == "initialize":
-            result = {"protocolVersion": 1, "authMethods": [],
-                      "agentCapabilities": {"_meta": {"org.mini-me": {"clientTools": {"discovery": ["request"]}}}}}
+            result = {
+                "protocolVersion": 1,
+                "authMethods": [],
+                "agentCapabilities": {"_meta": {"org.mini-me": {"clientTools": {"discovery": ["request"]}}}},
+            }
         elif method == "session/new":
             self.count += 1
             sid = f"s{self.count}-{os.getpid()}"
-            answer = await self.request("_org.mini-me/tools/list", {
-                "cwd": params.get("cwd"), "_meta": {"org.mini-me": {"sessionId": sid, "reason": "new"}}})
+            answer = await self.request(
+                "_org.mini-me/tools/list",
+                {"cwd": params.get("cwd"), "_meta": {"org.mini-me": {"sessionId": sid, "reason": "new"}}},
+            )
             tools = (answer.get("result") or {}).get("tools") or []
             self.tools[sid] = [t["name"] for t in tools] + [f"cwd={params.get('cwd')}"]
             result = {"sessionId": sid}

@@ -9,10 +9,8 @@ or kernel specs; ``test_gateway.py`` covers the same ground behind the gateway).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import time
 from typing import Any
 
 import httpx
@@ -98,8 +96,17 @@ def rtc_enabled() -> bool:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir, jp_data_dir, acp_agents, acp_config, tools_config, rtc_enabled, gateway_url,
-                     gateway_config, _gateway_singleton):
+def jp_server_config(
+    jp_root_dir,
+    jp_data_dir,
+    acp_agents,
+    acp_config,
+    tools_config,
+    rtc_enabled,
+    gateway_url,
+    gateway_config,
+    _gateway_singleton,
+):
     extensions = {"jupyter_acp": True}
     if rtc_enabled:
         extensions.update({"jupyter_server_ydoc": True, "jupyter_server_fileid": True})
@@ -167,7 +174,12 @@ def browser(jp_fetch, jp_http_port, jp_base_url, jp_auth_header):
     @contextlib.asynccontextmanager
     async def connect(path: str):
         resp = await jp_fetch(
-            "api", "collaboration", "session", path, method="PUT", body=json.dumps({"format": "json", "type": "notebook"})
+            "api",
+            "collaboration",
+            "session",
+            path,
+            method="PUT",
+            body=json.dumps({"format": "json", "type": "notebook"}),
         )
         data = json.loads(resp.body)
         room = f"json:notebook:{data['fileId']}"

@@ -67,12 +67,19 @@ class KernelGateway:
 
         fd, self.log_path = tempfile.mkstemp(prefix="kernelgateway-", suffix=".log")
         self.proc = subprocess.Popen(
-            [sys.executable, *(["-c", NODELAY_GATEWAY] if self.nodelay else ["-m", "kernel_gateway"]),
-             "--KernelGatewayApp.ip=127.0.0.1",
-             f"--KernelGatewayApp.port={self.port}", "--JupyterWebsocketPersonality.list_kernels=True",
-             "--KernelGatewayApp.port_retries=0",
-             *([f"--KernelGatewayApp.auth_token={self.auth_token}"] if self.auth_token else [])],
-            stdout=fd, stderr=fd, stdin=subprocess.DEVNULL, start_new_session=True,
+            [
+                sys.executable,
+                *(["-c", NODELAY_GATEWAY] if self.nodelay else ["-m", "kernel_gateway"]),
+                "--KernelGatewayApp.ip=127.0.0.1",
+                f"--KernelGatewayApp.port={self.port}",
+                "--JupyterWebsocketPersonality.list_kernels=True",
+                "--KernelGatewayApp.port_retries=0",
+                *([f"--KernelGatewayApp.auth_token={self.auth_token}"] if self.auth_token else []),
+            ],
+            stdout=fd,
+            stderr=fd,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         os.close(fd)
         deadline = time.monotonic() + timeout
@@ -86,7 +93,9 @@ class KernelGateway:
             except OSError:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"jupyter kernelgateway did not answer in {timeout:g} s: {self.log()[-2000:]}")
+                    raise RuntimeError(
+                        f"jupyter kernelgateway did not answer in {timeout:g} s: {self.log()[-2000:]}"
+                    ) from None
                 time.sleep(0.1)
 
     def log(self) -> str:

@@ -23,8 +23,12 @@ def tools_config():
 @pytest.fixture
 def fake_model():
     rules = [
-        {"tool": "client_edit_cell", "match": "change x",
-         "arguments": {"cell_id": "cellA", "old_string": "x = 1", "new_string": "x = 2"}, "times": 1},
+        {
+            "tool": "client_edit_cell",
+            "match": "change x",
+            "arguments": {"cell_id": "cellA", "old_string": "x = 1", "new_string": "x = 2"},
+            "times": 1,
+        },
         {"role": "tool", "text": "Done: x is 2 now."},
     ]
     with FakeModel(rules) as fm:
@@ -50,8 +54,9 @@ async def test_agent_edits_a_cell_after_one_permission(jp_fetch, acp, make_noteb
     requests = [e for e in events if e["type"] == "permission_request"]
     assert len(requests) == 1 and requests[0]["source"] == "agent"
     allow = next(o for o in requests[0]["options"] if o["kind"] == "allow_once")
-    await api.call("POST", "sessions", s["id"], "permissions", requests[0]["request_id"],
-                   body={"option_id": allow["optionId"]})
+    await api.call(
+        "POST", "sessions", s["id"], "permissions", requests[0]["request_id"], body={"option_id": allow["optionId"]}
+    )
     events = await api.wait_turn_end(s["id"], turn, timeout=60)
     assert [e for e in events if e["type"] == "permission_request"] == requests, "no second card for the same call"
     end = [e for e in events if e["type"] == "turn_ended"][-1]

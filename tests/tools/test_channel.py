@@ -13,7 +13,12 @@ AGENT = os.path.join(os.path.dirname(__file__), "agent.py")
 
 @pytest.fixture
 def acp_agents():
-    entry = {"command": sys.executable, "args": [AGENT], "tool_channel": "client-tools", "client_tools_discovery": "request"}
+    entry = {
+        "command": sys.executable,
+        "args": [AGENT],
+        "tool_channel": "client-tools",
+        "client_tools_discovery": "request",
+    }
     return {"tools": entry, "other": entry}
 
 

@@ -32,8 +32,13 @@ async def test_get_selection_through_the_tab(make_notebook, tool_ctx, call, jp_w
             await sock.write_message(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": result}))
 
         selection = {
-            "path": path, "activeCellIndex": 0, "activeCellId": "c0", "mode": "edit", "selectedCells": [0],
-            "selectedText": "y = x + 41", "cursor": {"line": 0, "column": 10},
+            "path": path,
+            "activeCellIndex": 0,
+            "activeCellId": "c0",
+            "mode": "edit",
+            "selectedCells": [0],
+            "selectedText": "y = x + 41",
+            "cursor": {"line": 0, "column": 10},
             "selection": {"start": {"line": 0, "column": 0}, "end": {"line": 0, "column": 10}},
         }
         # the request goes to the tab focused on this notebook (tab-1), even though tab-2 focused later
@@ -85,7 +90,9 @@ class TestEditsThroughTheTabWithoutRTC:
         path = make_notebook("tab.ipynb", ["on disk"])
         ctx = await tool_ctx(path)
         ws = await jp_ws_fetch("jupyter-acp", "frontend", "ws", params={"clientId": "lab"})
-        tab_cells = [{"id": "c1", "cell_type": "code", "source": "unsaved in the tab", "outputs": [], "execution_count": None}]
+        tab_cells = [
+            {"id": "c1", "cell_type": "code", "source": "unsaved in the tab", "outputs": [], "execution_count": None}
+        ]
         edits = []
 
         async def serve():
@@ -107,7 +114,9 @@ class TestEditsThroughTheTabWithoutRTC:
             await asyncio.sleep(0.1)
             res = await call(ctx, "client_notebook_outline")
             assert "unsaved in the tab" in text(res) and res["structuredContent"]["dirty"] is True
-            res = await call(ctx, "client_edit_cell", {"cell_id": "c1", "old_string": "unsaved", "new_string": "edited"})
+            res = await call(
+                ctx, "client_edit_cell", {"cell_id": "c1", "old_string": "unsaved", "new_string": "edited"}
+            )
             assert not res["isError"], res
             assert edits == [{"path": path, "op": "setSource", "cellId": "c1", "source": "edited in the tab"}]
             # the file was not touched: the tab owns the notebook

@@ -23,7 +23,9 @@ GATEWAY = pytest.mark.parametrize("kernel_mode", ["gateway"], indirect=True)
 
 
 @GATEWAY
-async def test_cells_read_edit_run_through_a_gateway_kernel(make_notebook, start_kernel, tool_ctx, call, browser, acp, jp_serverapp):
+async def test_cells_read_edit_run_through_a_gateway_kernel(
+    make_notebook, start_kernel, tool_ctx, call, browser, acp, jp_serverapp
+):
     from jupyter_server.gateway.managers import GatewayMappingKernelManager
 
     assert isinstance(jp_serverapp.kernel_manager, GatewayMappingKernelManager)
@@ -49,11 +51,16 @@ async def test_cells_read_edit_run_through_a_gateway_kernel(make_notebook, start
         await wait_until(lambda: tab.ycells[1]["execution_count"] == 2 and len(tab.ycells[2]["outputs"]) == 1)
         assert tab.ycells[1]["outputs"].to_py()[0]["text"] == "48\n"
         res = await call(ctx, "client_list_variables")
-        assert res["structuredContent"]["method"] == "inspectVariables" and res["structuredContent"]["variables"][0]["name"] == "n"
+        assert (
+            res["structuredContent"]["method"] == "inspectVariables"
+            and res["structuredContent"]["variables"][0]["name"] == "n"
+        )
 
 
 @GATEWAY
-async def test_a_kernel_killed_behind_the_gateway_is_an_answer(make_notebook, start_kernel, tool_ctx, call, kernel_gateway):
+async def test_a_kernel_killed_behind_the_gateway_is_an_answer(
+    make_notebook, start_kernel, tool_ctx, call, kernel_gateway
+):
     path = make_notebook("gw/killed.ipynb", ["a = 1", "import time\ntime.sleep(60)"])
     kid = await start_kernel(path)
     ctx = await tool_ctx(path)
@@ -102,8 +109,12 @@ class TestGatewayGone:
         cid = (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"][0]["id"]
         assert not (await call(ctx, "client_execute_cells", {"cell_ids": [cid]}))["isError"]
         own_gateway.stop()
-        for name, args in [("client_execute_cells", {"cell_ids": [cid]}), ("client_list_variables", {}),
-                           ("client_execute_code", {"code": "1"}), ("client_inspect_variable", {"name": "x"})]:
+        for name, args in [
+            ("client_execute_cells", {"cell_ids": [cid]}),
+            ("client_list_variables", {}),
+            ("client_execute_code", {"code": "1"}),
+            ("client_inspect_variable", {"name": "x"}),
+        ]:
             res = await call(ctx, name, args)
             body = text(res)
             assert res["isError"], (name, res)

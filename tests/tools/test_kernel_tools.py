@@ -42,7 +42,9 @@ async def test_execute_cells_writes_outputs_into_the_document(make_notebook, sta
         assert "[error] ZeroDivisionError" in text(res) and "\x1b[" not in text(res)
 
         # a timeout interrupts the kernel and says so
-        cid = (await call(ctx, "client_insert_cell", {"source": "import time\ntime.sleep(30)"}))["structuredContent"]["cell_id"]
+        cid = (await call(ctx, "client_insert_cell", {"source": "import time\ntime.sleep(30)"}))["structuredContent"][
+            "cell_id"
+        ]
         t0 = time.monotonic()
         res = await call(ctx, "client_execute_cells", {"cell_ids": [cid], "timeout": 1})
         assert res["isError"] and "interrupted" in text(res)
@@ -52,12 +54,17 @@ async def test_execute_cells_writes_outputs_into_the_document(make_notebook, sta
         assert "22" in text(res), res
 
 
-async def test_variables_answer_while_a_cell_runs_and_change_nothing(make_notebook, start_kernel, tool_ctx, call, browser):
-    path = make_notebook("vars.ipynb", [
-        "import numpy as np\narr = np.arange(10.0)\nbig = 'x' * 50000\nitems = list(range(1000))\nconf = {'a': 1, 'b': [1, 2]}\ndef helper(a, b=2):\n    'Adds.'\n    return a + b",
-        "import time\ntime.sleep(5)",
-        "count_probe = 1",
-    ])
+async def test_variables_answer_while_a_cell_runs_and_change_nothing(
+    make_notebook, start_kernel, tool_ctx, call, browser
+):
+    path = make_notebook(
+        "vars.ipynb",
+        [
+            "import numpy as np\narr = np.arange(10.0)\nbig = 'x' * 50000\nitems = list(range(1000))\nconf = {'a': 1, 'b': [1, 2]}\ndef helper(a, b=2):\n    'Adds.'\n    return a + b",
+            "import time\ntime.sleep(5)",
+            "count_probe = 1",
+        ],
+    )
     await start_kernel(path)
     ctx = await tool_ctx(path)
     async with browser(path) as tab:
@@ -126,19 +133,30 @@ async def test_dead_kernel_is_an_answer(make_notebook, start_kernel, tool_ctx, c
     pid = kernel.provisioner.process.pid
     os.kill(pid, signal.SIGKILL)
     await wait_until(lambda: kernel.provisioner.process.poll() is not None, timeout=10)
-    for name, args in [("client_list_variables", {}), ("client_execute_code", {"code": "1"}),
-                       ("client_inspect_variable", {"name": "a"})]:
+    for name, args in [
+        ("client_list_variables", {}),
+        ("client_execute_code", {"code": "1"}),
+        ("client_inspect_variable", {"name": "a"}),
+    ]:
         res = await call(ctx, name, args)
         assert res["isError"] and "dead" in text(res), (name, res)
 
 
-async def test_tool_lists_follow_each_notebook(make_notebook, start_kernel, tool_ctx, acp, jp_root_dir, jp_data_dir, jp_serverapp):
+async def test_tool_lists_follow_each_notebook(
+    make_notebook, start_kernel, tool_ctx, acp, jp_root_dir, jp_data_dir, jp_serverapp
+):
     # a non-Python kernel spec (it runs ipykernel, but says it is another language)
     spec_dir = jp_data_dir / "kernels" / "otherlang"
     spec_dir.mkdir(parents=True, exist_ok=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Other", "language": "otherlang"}))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Other",
+                "language": "otherlang",
+            }
+        )
+    )
     py = make_notebook("a/py.ipynb", ["1"])
     none = make_notebook("a/none.ipynb", ["1"])
     other = make_notebook("b/other.ipynb", ["1"])
@@ -162,7 +180,13 @@ async def test_tool_lists_follow_each_notebook(make_notebook, start_kernel, tool
     lists = await asyncio.gather(*(acp.tools.list_tools(c) for c in ctxs))
     names = [{t.name for t in tools} for tools in lists]
     everything = {t.name for t in acp.tools.all()}
-    mutating = {"client_insert_cell", "client_edit_cell", "client_delete_cells", "client_move_cell", "client_execute_cells"}
+    mutating = {
+        "client_insert_cell",
+        "client_edit_cell",
+        "client_delete_cells",
+        "client_move_cell",
+        "client_execute_cells",
+    }
     kernel_only = {"client_list_variables", "client_inspect_variable", "client_execute_code", "client_execute_cells"}
     assert names[0] == everything
     assert names[1] == everything - kernel_only

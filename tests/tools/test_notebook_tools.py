@@ -146,17 +146,29 @@ class TestPermissions:
 
         def pending():
             evs = acp.hub.events(ctx.session)
-            return [e for e in evs if e["type"] == "permission_request" and not any(
-                r["type"] == "permission_resolved" and r["request_id"] == e["request_id"] for r in evs)]
+            return [
+                e
+                for e in evs
+                if e["type"] == "permission_request"
+                and not any(r["type"] == "permission_resolved" and r["request_id"] == e["request_id"] for r in evs)
+            ]
 
-        task = asyncio.ensure_future(call(ctx, "client_edit_cell", {"cell_id": cid, "old_string": "1", "new_string": "2"}))
+        task = asyncio.ensure_future(
+            call(ctx, "client_edit_cell", {"cell_id": cid, "old_string": "1", "new_string": "2"})
+        )
         req = (await wait_until(pending))[0]
-        assert req["source"] == "client" and req["tool_call"]["kind"] == "edit" and "+a = 2" in json.dumps(req["tool_call"])
+        assert (
+            req["source"] == "client"
+            and req["tool_call"]["kind"] == "edit"
+            and "+a = 2" in json.dumps(req["tool_call"])
+        )
         acp.hub.answer_permission(ctx.session, req["request_id"], "reject_once")
         res = await task
         assert res["isError"] and res["structuredContent"]["error"] == "rejected"
 
-        task = asyncio.ensure_future(call(ctx, "client_edit_cell", {"cell_id": cid, "old_string": "1", "new_string": "2"}))
+        task = asyncio.ensure_future(
+            call(ctx, "client_edit_cell", {"cell_id": cid, "old_string": "1", "new_string": "2"})
+        )
         req = (await wait_until(pending))[0]
         acp.hub.answer_permission(ctx.session, req["request_id"], "allow_always")
         assert not (await task)["isError"]
@@ -173,7 +185,9 @@ class TestWithoutRTC:
     def rtc_enabled(self):
         return False
 
-    async def test_edits_go_to_the_file_and_no_room_is_created(self, make_notebook, tool_ctx, call, jp_root_dir, jp_serverapp):
+    async def test_edits_go_to_the_file_and_no_room_is_created(
+        self, make_notebook, tool_ctx, call, jp_root_dir, jp_serverapp
+    ):
         import nbformat
 
         path = make_notebook("plain.ipynb", ["a = 1"])

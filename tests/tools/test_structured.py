@@ -16,13 +16,10 @@ import re
 from typing import Any
 
 import nbformat
-import pytest
 
 from .helpers import text
 
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 IMAGE = f"display({{'image/png': {PNG!r}, 'text/plain': '<MARKimgalt>'}}, raw=True)"
 
 CELLS = [
@@ -70,7 +67,9 @@ def mismatches(name: str, res: dict[str, Any]) -> list[str]:
     in_text, in_sc = payload(text(res)), payload("\n".join(leaves(sc)))
     out = []
     if in_text - in_sc:
-        out.append(f"{name}: the text says {sorted(in_text - in_sc)}, structuredContent does not: {json.dumps(sc)[:600]}")
+        out.append(
+            f"{name}: the text says {sorted(in_text - in_sc)}, structuredContent does not: {json.dumps(sc)[:600]}"
+        )
     if in_sc - in_text:
         out.append(f"{name}: structuredContent says {sorted(in_sc - in_text)}, the text does not: {text(res)[:600]}")
     blocks = [b for b in res["content"] if b.get("type") == "image"]
@@ -115,7 +114,9 @@ async def test_every_tool_says_the_same_in_text_and_structured_content(
     await run("client_inspect_variable", {"name": "MARKvar"})
     res = await run("client_execute_code", {"code": f'print("MARKscratch")\n{IMAGE}\n"MARKscratchresult"'})
     assert "MARKscratch" in text(res), res
-    await run("client_execute_code", {"code": 'def MARKscratchfn():\n    raise KeyError("MARKscratcherr")\nMARKscratchfn()'})
+    await run(
+        "client_execute_code", {"code": 'def MARKscratchfn():\n    raise KeyError("MARKscratcherr")\nMARKscratchfn()'}
+    )
     res = await run("client_insert_cell", {"source": "MARKinserted = 1", "after_cell_id": "c5"})
     new_id = res["structuredContent"]["cell_id"]
     await run("client_edit_cell", {"cell_id": "c5", "old_string": "MARKnever", "new_string": "MARKedited"})
@@ -129,8 +130,13 @@ async def test_every_tool_says_the_same_in_text_and_structured_content(
         task = asyncio.ensure_future(run("client_get_selection"))
         req = json.loads(await ws.read_message())
         selection = {
-            "path": path, "activeCellIndex": 0, "activeCellId": "c0", "mode": "edit", "selectedCells": [0],
-            "selectedText": "MARKselected", "cursor": {"line": 0, "column": 3},
+            "path": path,
+            "activeCellIndex": 0,
+            "activeCellId": "c0",
+            "mode": "edit",
+            "selectedCells": [0],
+            "selectedText": "MARKselected",
+            "cursor": {"line": 0, "column": 3},
             "selection": {"start": {"line": 0, "column": 0}, "end": {"line": 0, "column": 12}},
         }
         await ws.write_message(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": selection}))

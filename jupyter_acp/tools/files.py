@@ -72,6 +72,11 @@ class FileRules:
     forbidden: list[str]
 
     @classmethod
+    def for_folder(cls, folder: str) -> FileRules:
+        """The rules without a server (the magic's local mode): rooted at ``folder``, hidden files refused."""
+        return cls(root=os.path.realpath(folder), allow_hidden=False, forbidden=_jupyter_dirs(None))
+
+    @classmethod
     def for_server(cls, serverapp: Any) -> FileRules:
         cm = getattr(serverapp, "contents_manager", None)
         return cls(
@@ -97,7 +102,9 @@ class FileRules:
 
     def check(self, real: str, shown: str) -> None:
         if not _inside(real, self.root):
-            raise FileRefused("outside_root", f"{shown} is outside the server root; agents see only what Jupyter serves")
+            raise FileRefused(
+                "outside_root", f"{shown} is outside the server root; agents see only what Jupyter serves"
+            )
         for folder in self.forbidden:
             if _inside(real, folder) or _inside(folder, real) and real != self.root:
                 raise FileRefused(
@@ -189,7 +196,9 @@ class FileRules:
                 fd = os.open(real, flags)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise FileRefused("symlink_race", f"{path} became a symlink while it was written; nothing was written") from None
+                raise FileRefused(
+                    "symlink_race", f"{path} became a symlink while it was written; nothing was written"
+                ) from None
             raise FileRefused("unwritable", f"{path} cannot be written: {exc.strerror}") from None
         try:
             try:
