@@ -32,7 +32,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     rendermime: IRenderMimeRegistry,
     settingRegistry: ISettingRegistry | null
   ) => {
-    const panel = new AgentPanel({ tracker, rendermime });
+    const panel = new AgentPanel({ tracker, rendermime, commands: app.commands });
     panel.id = 'jupyter-acp-sidebar';
     panel.title.icon = agentIcon;
     panel.title.caption = 'Agent: a chat bound to the notebook in focus';

@@ -13,6 +13,7 @@
 import { NotebookActions, NotebookPanel, INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { addIcon } from '@jupyterlab/ui-components';
+import type { CommandRegistry } from '@lumino/commands';
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
@@ -33,6 +34,8 @@ export interface IPanelOptions {
   tracker: INotebookTracker;
   rendermime: IRenderMimeRegistry;
   api?: AcpApi;
+  /** JupyterLab's commands (an error's actions: open a terminal). */
+  commands?: CommandRegistry;
 }
 
 const AGENT_KEY = 'jupyter-acp:agent:';
@@ -81,7 +84,13 @@ export class AgentPanel extends Widget {
       scheduleRender: view => this._scheduleRender(view),
       flash: (text, level) => this._flash(text, level),
       insertCell: source => this._insertCell(source),
-      replaceCell: source => this._replaceCell(source)
+      replaceCell: source => this._replaceCell(source),
+      resend: text => {
+        this._composer.input.value = text;
+        void this._composer.sendPrompt();
+      },
+      canOpenTerminal: () => !!options.commands?.hasCommand('terminal:create-new'),
+      openTerminal: () => void options.commands?.execute('terminal:create-new')
     };
     const panel = this; // eslint-disable-line @typescript-eslint/no-this-alias
     const host = {
@@ -344,6 +353,7 @@ export class AgentPanel extends Widget {
     }
     // entries in the model's order, after the hint: live items append, older pages insert above
     let prev: Node = view.hint;
+    const lastEnd = [...view.model.items].reverse().find(i => i.kind === 'turn_end');
     for (const item of view.model.items) {
       let entry = view.nodes.get(item.id);
       if (!entry) {
@@ -356,7 +366,9 @@ export class AgentPanel extends Widget {
         view.log.insertBefore(entry.node, prev.nextSibling);
       }
       prev = entry.node;
-      const live = item.kind === 'thought' ? isLiveThought(view, item) : undefined;
+      // what an item shows beyond its own version: a thought is live while last; only the latest turn end offers Retry
+      const live =
+        item.kind === 'thought' ? isLiveThought(view, item) : item.kind === 'turn_end' ? item === lastEnd : undefined;
       if (entry.version !== item.version || entry.live !== live) {
         entry.version = item.version;
         entry.live = live;

@@ -18,7 +18,8 @@ export interface IEntry {
   open?: boolean;
   /**
    * What the item showed that does not come from its own version: a thought is live while it is the
-   * running turn's last item ("Thinking…"), finished once anything follows it or the turn ends.
+   * running turn's last item ("Thinking…"), finished once anything follows it or the turn ends; a
+   * failed turn's end offers Retry only while it is the latest turn end.
    */
   live?: boolean;
 }

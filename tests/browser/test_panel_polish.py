@@ -176,3 +176,35 @@ def test_plots_and_tables_render_in_the_tool_card(ui):
     ui.shot("plot-in-card", full=False)
     img.click()
     expect(img).to_have_class(re.compile("jp-mod-full"))
+
+
+def test_errors_say_what_to_do_with_the_raw_text_under_details(ui):
+    nb = ui.lab.notebook("error.ipynb", ["x = 1"], ids=["c1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("polish")
+    panel = ui.panel
+    ui.send("error please")
+    err = panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
+    expect(err).to_be_visible(timeout=LONG)
+    title = err.locator(".jp-ACP-errorTitle")
+    # one line that says what happened and what to do; the provider's exception text is not up front
+    expect(title).to_have_text(re.compile("refused the agent's API key.*Retry"))
+    shown = err.inner_text()
+    assert "litellm" not in shown and "-32603" not in shown, shown
+    words = title.inner_text()
+    assert "\n" not in words.strip() and len(words) <= 120, words  # one line of words, not a stack
+    # the raw text under Details
+    details = err.locator("details.jp-ACP-errorDetails")
+    expect(details.locator(".jp-ACP-errorText")).not_to_be_visible()
+    details.locator("summary").click()
+    expect(details.locator(".jp-ACP-errorText")).to_contain_text("litellm.AuthenticationError")
+    ui.widen_panel()
+    ui.shot("error", full=False)
+    # an action: Retry sends the same prompt again (a new turn, which fails the same way here)
+    err.get_by_role("button", name=re.compile("again")).click()
+    expect(panel.locator(".jp-ACP-user")).to_have_count(2, timeout=LONG)
+    expect(panel.locator(".jp-ACP-user").last).to_contain_text("error please")
+    expect(panel.locator(".jp-ACP-turnEnd.jp-mod-error")).to_have_count(2, timeout=LONG)
+    # only the latest failure offers Retry
+    expect(panel.locator(".jp-ACP-turnEnd.jp-mod-error").first.get_by_role("button", name=re.compile("again"))).to_have_count(0)

@@ -20,4 +20,9 @@ export interface IRenderContext {
   insertCell(source: string): void;
   /** Put `source` in the active cell of the bound notebook (one undo step in the cell). */
   replaceCell(source: string): void;
+  /** Send `text` again as a new prompt of the conversation on screen (an error's Retry). */
+  resend(text: string): void;
+  /** Whether JupyterLab can open a terminal here (an error's "log in" action). */
+  canOpenTerminal(): boolean;
+  openTerminal(): void;
 }

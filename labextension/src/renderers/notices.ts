@@ -5,6 +5,7 @@ import { button, el } from '../dom';
 import type { INoticeItem, ITurnEndItem } from '../model';
 import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
+import { renderError } from './errors';
 
 export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITurnEndItem, entry: IEntry): void {
   const n = entry.node;
@@ -37,19 +38,7 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
     n.appendChild(b);
   };
   if (item.error) {
-    n.classList.add('jp-mod-error');
-    n.dataset.errorKind = item.errorKind ?? '';
-    const title: Record<string, string> = {
-      needs_login: 'The agent needs you to log in',
-      agent_failed: 'The agent crashed',
-      timeout: 'The agent went silent and the turn was ended',
-      agent_error: 'The agent reported an error'
-    };
-    n.appendChild(el('div', 'jp-ACP-errorTitle', title[item.errorKind ?? ''] ?? 'The turn failed'));
-    n.appendChild(el('pre', 'jp-ACP-pre jp-ACP-errorText', item.error));
-    if (item.errorKind === 'agent_failed') {
-      n.appendChild(el('div', 'jp-ACP-muted', 'Your next prompt restarts the agent and resumes the conversation.'));
-    }
+    renderError(ctx, view, item, n);
     revert();
     return;
   }

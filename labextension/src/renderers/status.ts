@@ -9,6 +9,7 @@ export function renderStatus(
   transient: { text: string; level: string } | null
 ): void {
   const model = view?.model;
+  const wasOpen = !!s.querySelector<HTMLDetailsElement>('details.jp-ACP-statusDetails')?.open;
   const running = !!model?.runningTurn;
   // the status line: the most urgent of reconnecting, errors, starting, working
   s.textContent = '';
@@ -24,12 +25,12 @@ export function renderStatus(
     text = 'Reconnecting to the server…';
     level = 'warning';
   } else if (model?.problem?.kind === 'needs_login') {
-    text = 'The agent needs you to log in (how: see below), then send the prompt again';
+    text = 'The agent needs you to log in: see Details in the conversation, then Retry';
     level = 'error';
   } else if (view?.startError) {
     text = /needs you to log in|auth/i.test(view.startError)
-      ? 'The agent needs you to log in'
-      : 'The agent could not start';
+      ? 'The agent needs you to log in: see Details, then send a prompt'
+      : 'The agent could not start: see Details; pick another agent or fix its configuration';
     detail = view.startError;
     level = 'error';
   } else if (model?.problem?.kind === 'agent_failed' && !running) {
@@ -57,7 +58,11 @@ export function renderStatus(
     }
     s.appendChild(el('span', 'jp-ACP-statusText', text));
     if (detail) {
-      s.appendChild(el('pre', 'jp-ACP-pre jp-ACP-statusDetail', detail));
+      // the agent's own words (a stack, a path) under Details: the line above says what to do
+      const details = el('details', 'jp-ACP-statusDetails');
+      details.append(el('summary', '', 'Details'), el('pre', 'jp-ACP-pre jp-ACP-statusDetail', detail));
+      details.open = wasOpen; // the line is rebuilt on every render: an opened Details stays open
+      s.appendChild(details);
     }
     if (streamState === 'reconnecting' && !transient) {
       s.appendChild(button('Retry now', 'jp-ACP-linkButton', () => view?.stream?.retry()));
