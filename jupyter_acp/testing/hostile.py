@@ -51,6 +51,8 @@ class HostileAgent:
 
     async def handle_request(self, method: str, params: Any) -> Any:
         params = params if isinstance(params, dict) else {}
+        if method in ("initialize", "session/new", "session/resume", "session/prompt"):
+            self._write_report({"do": "received", "method": method, "params": params})
         if method == "initialize":
             meta = ((params.get("clientCapabilities") or {}).get("_meta") or {}).get(client_tools.NAMESPACE) or {}
             self.discovery = (meta.get(client_tools.CLIENT_TOOLS_KEY) or {}).get("discovery")

@@ -1,0 +1,91 @@
+"""Both ends of the wire against the ACP SDK's own schema (``agent-client-protocol``, a test dependency only).
+
+The client side: what our server sends a (hostile, recording) agent and answers its requests. The agent side: what
+the built-in agent answers a client. The project speaks ACP with its own small wire (``protocol/jsonrpc.py``);
+these tests keep it honest against the reference types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import pytest
+
+schema = pytest.importorskip("acp.schema")
+
+from .agent.client import AgentClient, initialize_params  # noqa: E402
+from .test_gate import cards, kinds, notebook, run  # noqa: E402
+
+
+@pytest.fixture
+def acp_agents(tmp_path):
+    return {
+        "recorder": {
+            "command": sys.executable,
+            "args": ["-m", "jupyter_acp.testing.hostile", "--report", str(tmp_path / "report.jsonl")],
+            "tool_channel": "auto",
+        },
+    }
+
+
+async def test_what_the_client_sends_fits_the_schema(api, jp_root_dir, tmp_path):
+    (jp_root_dir / "data.txt").write_text("hello")
+    s = await api.open(notebook(jp_root_dir, "nb.ipynb", ["1"]), "recorder")
+    ask = {
+        "do": "permission",
+        "toolCall": {"toolCallId": "t1", "title": "Do a thing", "kind": "other"},
+        "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+    }
+    results, events = await run(
+        api,
+        s["id"],
+        [
+            ask,
+            {"do": "fs_read", "path": str(jp_root_dir / "data.txt")},
+            {"do": "fs_write", "path": str(jp_root_dir / "out.txt"), "content": "written"},
+        ],
+        answer=lambda ev: "allow_once",
+    )
+    report = [json.loads(line) for line in (tmp_path / "report.jsonl").read_text().splitlines()]
+    received = {r["method"]: r["params"] for r in report if r.get("do") == "received"}
+    schema.InitializeRequest.model_validate(received["initialize"])
+    schema.NewSessionRequest.model_validate(received["session/new"])
+    schema.PromptRequest.model_validate(received["session/prompt"])
+    schema.RequestPermissionResponse.model_validate(results[0]["ok"])
+    schema.ReadTextFileResponse.model_validate(results[1]["ok"])
+    assert results[1]["ok"]["content"] == "hello"
+    schema.WriteTextFileResponse.model_validate(results[2]["ok"] or {})
+    # the client's own permission request (the write) fits the schema an agent's would
+    card = cards(events)[0]
+    schema.RequestPermissionRequest.model_validate(
+        {"sessionId": "x", "toolCall": card["tool_call"], "options": card["options"]}
+    )
+    assert kinds(card["options"]) == {
+        "allow_once": "allow_once",
+        "allow_always": "allow_always",
+        "reject_once": "reject_once",
+    }
+
+
+def test_what_the_built_in_agent_answers_fits_the_schema(tmp_path):
+    async def go():
+        client = await AgentClient.start(
+            "--echo",
+            env={"JUPYTER_ACP_AGENT_STATE_DIR": str(tmp_path / "state"), "JUPYTER_ACP_MODEL": ""},
+            initialize=initialize_params(),
+        )
+        schema.InitializeRequest.model_validate(initialize_params())
+        schema.InitializeResponse.model_validate(client.init_result)
+        new = await client.new_session(str(tmp_path))
+        schema.NewSessionResponse.model_validate(new)
+        result = await client.prompt(new["sessionId"], "hello there")
+        schema.PromptResponse.model_validate(result)
+        updates = client.updates[new["sessionId"]]
+        assert updates
+        for update in updates:
+            schema.SessionNotification.model_validate({"sessionId": new["sessionId"], "update": update})
+        await client.close()
+
+    asyncio.run(go())
