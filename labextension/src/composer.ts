@@ -45,11 +45,15 @@ export class Composer {
 
   constructor(private readonly _host: IComposerHost) {
     this.input.rows = 3;
-    this.input.placeholder =
-      'Ask the agent… (Enter to send, Shift+Enter for a new line, / for commands, @ for variables)';
+    this.input.placeholder = 'Ask the agent… (/ commands, @ variables)';
+    this.input.title =
+      'Enter sends, Shift+Enter adds a line, / lists the agent’s commands, @ attaches a kernel variable';
     this.input.setAttribute('aria-label', 'Message to the agent');
     this.input.addEventListener('keydown', e => this._onKey(e));
     this.input.addEventListener('input', () => this._updateMenu());
+    // the selection may have changed (typed into the cell, selected text) since the chip was drawn
+    this.input.addEventListener('focus', () => this.updateChip());
+    this.chip.addEventListener('mouseenter', () => this.updateChip());
     this._menu.setAttribute('role', 'listbox');
     this._menu.setAttribute('aria-label', 'Agent commands');
     this._menu.hidden = true;
@@ -106,12 +110,20 @@ export class Composer {
         }
       };
     }
-    const selected = notebook.widgets.map((c, i) => ({ c, i })).filter(({ c }) => notebook.isSelectedOrActive(c));
+    // only cells with something in them: an empty active cell attaches nothing
+    const selected = notebook.widgets
+      .map((c, i) => ({ c, i }))
+      .filter(({ c }) => notebook.isSelectedOrActive(c) && c.model.sharedModel.getSource().trim() !== '');
+    if (!selected.length) {
+      return null;
+    }
     const parts = selected.map(
       ({ c, i }) => `# cell ${i + 1} (${c.model.type}, id ${c.model.id})\n${c.model.sharedModel.getSource()}`
     );
     const label =
-      selected.length > 1 ? `Cells ${selected[0].i + 1}–${selected[selected.length - 1].i + 1}` : `Cell ${index + 1}`;
+      selected.length > 1
+        ? `Cells ${selected[0].i + 1}–${selected[selected.length - 1].i + 1}`
+        : `Cell ${selected[0].i + 1}`;
     return {
       label,
       block: {
@@ -132,12 +144,19 @@ export class Composer {
     this.chip.textContent = '';
     this.chip.className = 'jp-ACP-chip' + (on ? ' jp-mod-on' : '');
     this.chip.setAttribute('aria-pressed', String(on));
-    const label = sel ? sel.label : 'No cell selected';
+    const label = sel ? sel.label : 'nothing selected';
+    this.chip.classList.toggle('jp-mod-empty', on && !sel);
     this.chip.appendChild(el('span', 'jp-ACP-chipMark', on ? '✓' : '+'));
-    this.chip.appendChild(el('span', '', on ? `Include: ${label}` : 'Include selection'));
-    this.chip.title = on
-      ? 'The selected cell or text goes with your prompt. Click to leave it out.'
-      : 'Click to send the selected cell or text with your prompt.';
+    this.chip.appendChild(el('span', 'jp-ACP-chipLabel', on ? `Include: ${label}` : 'Include selection'));
+    // the tooltip previews what goes with the prompt
+    const text: string = sel?.block.resource.text ?? '';
+    const lines = text.split('\n');
+    const preview = lines.slice(0, 12).join('\n').slice(0, 600) + (lines.length > 12 || text.length > 600 ? '\n…' : '');
+    this.chip.title = !on
+      ? 'Click to send the selected cell or text with your prompt.'
+      : sel
+        ? `Goes with your prompt (click to leave it out):\n\n${preview}`
+        : 'Nothing to include: select text or a cell that is not empty. Click to stop including the selection.';
     this.chip.setAttribute(
       'aria-label',
       on ? `Including ${label} with the prompt; click to leave it out` : 'Include the selection with the prompt'

@@ -91,7 +91,8 @@ export class Pickers {
    */
   renderOptions(): void {
     const view = this._host.view;
-    const pickers = view ? view.model.pickers() : [];
+    // a picker with one choice chooses nothing: hidden (a switch always has two)
+    const pickers = (view ? view.model.pickers() : []).filter(p => p.kind === 'boolean' || p.choices.length > 1);
     const running = !!view?.model.runningTurn;
     const sid = view?.info.id ?? '';
     const error = this._optionError && this._optionError.session === sid ? this._optionError.text : '';

@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 #: the built-in agent on a fake model of this module: "add a cell" inserts one (an edit to revert)
 RULES = [
     {"tool": "insert_cell", "match": "add a cell", "arguments": {"source": "y = 1"}},
+    {"tool": "edit_cell", "match": "make it two", "arguments": {"cell_id": "c1", "old_string": "x = 1", "new_string": "x = 2"}},
     {"role": "tool", "text": "Added a cell."},
 ]
 
@@ -208,3 +209,66 @@ def test_errors_say_what_to_do_with_the_raw_text_under_details(ui):
     expect(panel.locator(".jp-ACP-turnEnd.jp-mod-error")).to_have_count(2, timeout=LONG)
     # only the latest failure offers Retry
     expect(panel.locator(".jp-ACP-turnEnd.jp-mod-error").first.get_by_role("button", name=re.compile("again"))).to_have_count(0)
+
+
+def test_layout_at_250_and_1100_px(ui):
+    nb = ui.lab.notebook("layout.ipynb", ["x = 1", ""], ids=["c1", "c2"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("builtin")
+    panel, page = ui.panel, ui.page
+    assert 230 <= panel.bounding_box()["width"] <= 270, panel.bounding_box()  # JupyterLab's default sidebar
+    # a picker with one choice (one model here) is not shown; the mode's two are
+    expect(panel.get_by_label("Agent mode")).to_be_visible()
+    expect(panel.get_by_label("Model", exact=True)).to_have_count(0)
+    # the placeholder fits in two lines of the input (the full wording is its tooltip)
+    box = panel.get_by_label("Message to the agent")
+    fit = box.evaluate(
+        """t => { const c = document.createElement('canvas').getContext('2d'); const s = getComputedStyle(t);
+                  c.font = `${s.fontSize} ${s.fontFamily}`;
+                  return {w: c.measureText(t.placeholder).width,
+                          inner: t.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight)}; }"""
+    )
+    assert fit["w"] <= 2 * fit["inner"] * 0.9, fit
+    # "Include" attaches only a cell with something in it, and its tooltip previews what goes
+    cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
+    cells.nth(1).click()
+    chip = panel.locator(".jp-ACP-chip")
+    expect(chip).to_have_class(re.compile("jp-mod-empty"))
+    expect(chip).not_to_contain_text("Cell 2")
+    cells.nth(0).click()
+    expect(chip).to_contain_text("Include: Cell 1")
+    expect(chip).to_have_attribute("title", re.compile("x = 1"))
+
+    # the client's permission card at 250 px: short labels, none wrapped, nothing past the card's edge
+    ui.send("make it two")
+    card = panel.locator(".jp-ACP-permission").last
+    expect(card.locator(".jp-ACP-permissionOption").first).to_be_visible(timeout=LONG)
+    shape = card.evaluate(
+        """c => { const row = c.querySelector('.jp-ACP-permissionOptions');
+                  const bs = [...row.querySelectorAll('button')];
+                  const line = parseFloat(getComputedStyle(bs[0]).lineHeight) || 18;
+                  return {over: row.scrollWidth - row.clientWidth, line,
+                          heights: bs.map(b => b.getBoundingClientRect().height),
+                          labels: bs.map(b => b.textContent)}; }"""
+    )
+    assert shape["over"] <= 1, shape
+    assert all(h < 2 * shape["line"] + 10 for h in shape["heights"]), shape
+    assert all(len(t) <= 14 for t in shape["labels"]), shape
+    ui.shot("narrow-250", full=False)
+    card.locator(".jp-ACP-permissionOption[data-option-kind='reject_once']").click()
+    expect(panel.locator(".jp-ACP-send")).to_be_visible(timeout=LONG)
+    expect(panel.locator(".jp-ACP-message").last).to_be_visible(timeout=LONG)
+    # the agent's own card of the call the client's gate asked about is "rejected" too (its result names the rule)
+    expect(panel.locator(".jp-ACP-tool .jp-ACP-badge")).to_have_text(["rejected", "rejected"])
+
+    # at 1,100 px the conversation is a column of about 75 characters, centred
+    page.set_viewport_size({"width": 1900, "height": 860})
+    ui.widen_panel(by=850)
+    width = panel.bounding_box()["width"]
+    assert width >= 1000, width
+    msg = panel.locator(".jp-ACP-message").last.bounding_box()
+    assert msg["width"] <= 780, msg
+    left = msg["x"] - panel.bounding_box()["x"]
+    assert left >= 100, (msg, width)
+    ui.shot("wide-1100", full=False)

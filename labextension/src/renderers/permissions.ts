@@ -97,7 +97,8 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
       'aria-label',
       more ? `${label} (${perm.source === 'client' ? '' : "the agent's words: "}“${opt.name}”)` : label
     );
-    if (more) {
+    if (more && perm.source !== 'client') {
+      // an agent's own words beside the kind's label (hole 3); the client's own wording is in the tooltip
       b.appendChild(el('span', 'jp-ACP-optionAgentName', `“${opt.name}”`));
     }
     row.appendChild(b);

@@ -58,6 +58,11 @@ export function wasRejected(item: IToolItem): boolean {
   if (item.status === 'completed' || item.status === 'in_progress') {
     return false;
   }
+  // the client's gate asked in a card of its own: the tool's MCP result names the rule that refused
+  const rule = item.rawOutput?.structuredContent?.rule;
+  if (item.status === 'failed' && typeof rule === 'string' && /reject/.test(rule)) {
+    return true;
+  }
   return item.permissions.some(p => {
     const answer = p.resolved;
     if (!answer || answer.cancelled) {
@@ -102,7 +107,7 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
   const shown = wasRejected(item) ? 'rejected' : item.status;
   n.classList.toggle('jp-mod-rejected', shown === 'rejected');
   head.appendChild(el('span', `jp-ACP-badge jp-mod-${shown}`, STATUS_LABEL[shown] ?? shown));
-  head.title = `${item.toolKind} tool call: show arguments and output`;
+  head.title = `${item.title} (${item.toolKind} tool call): show arguments and output`;
   head.addEventListener('click', () => {
     entry.open = !entry.open;
     renderTool(ctx, view, view.model.get(item.id) as IToolItem, entry);
