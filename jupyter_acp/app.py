@@ -11,10 +11,10 @@ from jupyter_server.extension.application import ExtensionApp
 from tornado import web
 from traitlets import Dict, Float, Integer, Unicode, default
 
-from . import kernel_api
 from ._version import __version__
 from .acp.process import curated_env
 from .agents.catalog import AgentSpec, default_agents, detected_agents
+from .http import kernel_routes
 from .http.user_routes import handlers
 from .sessions.hub import SessionHub
 from .sessions.store import TranscriptStore
@@ -118,10 +118,10 @@ class JupyterACP(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())
-        self.handlers.extend(kernel_api.handlers())
+        self.handlers.extend(kernel_routes.handlers())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        kernel_api.start(self)
+        kernel_routes.start(self)
 
     def _listen_for_renames(self) -> None:
         """A renamed notebook (or folder) keeps its conversation: follow the contents service."""
@@ -152,7 +152,7 @@ class JupyterACP(ExtensionApp):
         return self.default_agent if self.default_agent in self.agent_specs else next(iter(self.agent_specs))
 
     async def stop_extension(self) -> None:
-        kernel_api.stop(self)
+        kernel_routes.stop(self)
         hub = getattr(self, "hub", None)
         if hub is not None:
             await hub.stop()

@@ -83,8 +83,9 @@ class _Client:
                 self.backend.emit(session, "session_update", update=(params or {}).get("update") or {})
 
     async def _ask(
-        self, session: _LocalSession, tool_call: dict[str, Any], options: list[dict[str, Any]]
+        self, session: _LocalSession, tool_call: dict[str, Any], options: list[dict[str, Any]], source: str = "client"
     ) -> dict[str, Any]:
+        """Hold a permission request for the user (in the cell or the sidebar) until answered or cancelled."""
         rid = uuid.uuid4().hex[:12]
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         session.pending[rid] = (fut, options)
@@ -95,7 +96,7 @@ class _Client:
             turn_id=session.turn,
             tool_call=tool_call,
             options=options,
-            source="client",
+            source=source,
         )
         try:
             return dict(await fut)
@@ -108,23 +109,8 @@ class _Client:
             session = self._session(params)
             if session is None:
                 return {"outcome": {"outcome": "cancelled"}}
-            rid = uuid.uuid4().hex[:12]
-            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             options = list(params.get("options") or [])
-            session.pending[rid] = (fut, options)
-            self.backend.emit(
-                session,
-                "permission_request",
-                request_id=rid,
-                turn_id=session.turn,
-                tool_call=params.get("toolCall") or {},
-                options=options,
-                source="agent",
-            )
-            try:
-                return {"outcome": await fut}
-            finally:
-                session.pending.pop(rid, None)
+            return {"outcome": await self._ask(session, params.get("toolCall") or {}, options, source="agent")}
         if method in ("fs/read_text_file", "fs/write_text_file"):
             return await file_request(self, self._session(params), method, params)
         if method == client_tools.TOOLS_LIST_METHOD:

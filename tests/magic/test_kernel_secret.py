@@ -216,7 +216,7 @@ async def test_a_kernel_started_without_env_gets_the_whole_environment_and_its_t
     acp_server, jp_fetch, monkeypatch, jp_asyncio_loop
 ):
     """``POST api/kernels`` passes no ``env``: the hook must hand over a full copy of the server's, plus the token."""
-    from jupyter_acp.kernel_api import kernel_token
+    from jupyter_acp.http.kernel_routes import kernel_token
 
     monkeypatch.setenv("ACP_TEST_INHERITED", "from-the-server")
     resp = await jp_fetch("api", "kernels", method="POST", body=json.dumps({"name": "python3"}))

@@ -191,7 +191,7 @@ async def test_clear_errors(start_kernel, make_notebook):
 async def test_kernel_routes_need_the_secret(acp_server, jp_fetch, jp_runtime_dir):
     from tornado.httpclient import HTTPClientError
 
-    from jupyter_acp.kernel_api import kernel_token
+    from jupyter_acp.http.kernel_routes import kernel_token
 
     # each kernel has its own token (tests/magic/test_kernel_secret.py); this is the one kernel "nope" would get
     app = acp_server.web_app.settings["jupyter_acp"]

@@ -1,163 +1,32 @@
-"""The kernel's way in (``%acp``): server URL and a per-kernel secret handed to kernels.
-
-How a kernel reaches the session hub (see ``docs`` and ``../shared/reference/jupyter-internals.md`` §7):
-
-* At start (the port is final) the extension draws a random 256-bit server secret that lives only in
-  this process's memory: never in ``os.environ``, on disk, or any child's environment.
-* Each kernel gets its **own** secret, ``HMAC-SHA256(server secret, kernel id)``: the extension wraps
-  the kernel manager's ``start_kernel`` (:func:`hook_kernel_manager`) to choose the kernel id up front and
-  pass ``env`` = a full copy of the environment the kernel would have had, plus ``JUPYTER_ACP_URL`` and
-  ``JUPYTER_ACP_TOKEN`` (jupyter_client's provisioner uses a given ``env`` *instead of* ``os.environ``,
-  hence the full copy).  It works for both ``api/sessions`` (which passes its own env) and
-  ``api/kernels`` (which passes none).  jupyter_client keeps the launch arguments for restarts, and a
-  restarted kernel keeps its id, so it keeps its token.  Gateway kernels are not hooked (the gateway
-  chooses their ids; the magic then runs its agent locally and says so).
-* A kernel names itself (``X-Jupyter-ACP-Kernel``, its id from its connection file name) and shows its
-  token; the server recomputes the HMAC for that id and compares in constant time.  Every route then
-  acts only for that kernel: ``whoami``/``session``/``prompt`` for the notebook(s) whose Jupyter session
-  names the kernel (asked at call time, so renames and kernel switches follow), and the session routes
-  (events, cancel, permission answers) only on sessions of those notebooks.  A kernel that names another
-  kernel's id, or another notebook's session, is refused (403) with the rule that refused it.
-* The runtime file ``<runtime dir>/jupyter_acp-<server pid>.json`` (mode 0600) holds **no secret**: the
-  URL, pid, base URL and root dir only.  Any process of the user can read that file (every kernel can),
-  so whatever secret it held would be a secret for every kernel, which is what this design removes.  It
-  tells the magic that a jupyter_acp server is its parent, so a kernel that lacks its token (started
-  before the extension, or by a provisioner that drops the environment) can say "restart the kernel
-  from Jupyter" instead of "no server found".  The magic still accepts a token in that file, which only
-  older servers wrote.
-* What this does and does not promise: a kernel's token opens its own notebook's session and nothing
-  else, so a kernel that is told, or guesses, another kernel's id gets nowhere.  It is not a wall
-  between processes of the same OS user (the threat model trusts the server's owner; code in a kernel
-  runs as that owner and can read ``/proc/<pid>/environ`` of that owner's other processes).
-* The secret is **not** the server token: it opens only the routes below, and agent subprocesses never
-  see it (``acp/process.py`` drops ``JUPYTER_ACP_*`` secrets).
-* The routes are ``@allow_unauthenticated`` for jupyter_server's login machinery and check the secret
-  themselves with ``hmac.compare_digest``; XSRF does not apply (no cookies are involved).
-* Streaming is a long poll of the session's events (``events?after=SEQ&wait=S``): each request answers
-  as soon as one event is there.  A blocking ``urllib`` call from the kernel's main thread is all the magic
-  needs, a dropped connection loses nothing (the next poll resumes from the last seq), and no WebSocket
-  client has to live inside the kernel.
-"""
+"""The kernel routes (``jupyter-acp/kernel/...``): the ``%acp`` magic's way in, each kernel only for its own
+notebook, checked with its own token (``kernel_link.py`` says how kernels get it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import hmac
 import json
 import os
-import secrets
 from typing import Any
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from .http.user_routes import REQUEST_ID, SESSION_ID
-from .protocol.kernel_link import ENV_TOKEN, ENV_URL, HEADER, KERNEL_HEADER, MAX_WAIT, RUNTIME_PREFIX
-from .sessions.hub import HubError, NotebookSession, SessionHub
+from ..protocol.kernel_link import ENV_TOKEN, HEADER, KERNEL_HEADER, MAX_WAIT
+from ..sessions.hub import HubError, NotebookSession, SessionHub
+from .kernel_link import kernel_token, start, stop  # noqa: F401 - the app starts and stops the link here
+from .user_routes import REQUEST_ID, SESSION_ID
 
 #: the extension app (``JupyterACP``), typed loosely: the routes never import the app
 JupyterACP = Any
 
+
 #: characters of notebook context sent with ``--context cells-above``
 CONTEXT_CHARS = 20_000
-
-
-def runtime_file(app: JupyterACP) -> str:
-    runtime_dir = getattr(app.serverapp, "runtime_dir", None)
-    if not runtime_dir:
-        from jupyter_core.paths import jupyter_runtime_dir
-
-        runtime_dir = jupyter_runtime_dir()
-    return os.path.join(runtime_dir, f"{RUNTIME_PREFIX}{os.getpid()}.json")
-
-
-def kernel_token(secret: bytes, kernel_id: str) -> str:
-    """The kernel's own secret: HMAC-SHA256 of its id under the server secret (hex)."""
-    return hmac.new(secret, kernel_id.encode(), hashlib.sha256).hexdigest()
-
-
-def start(app: JupyterACP) -> None:
-    """Called once the server's URL is final: a fresh server secret, kernels hooked, the runtime file."""
-    secret = secrets.token_bytes(32)
-    url = app.serverapp.connection_url
-    app._acp_kernel_secret = secret  # type: ignore[attr-defined]
-    app._acp_kernel_url = url  # type: ignore[attr-defined]
-    # a token (or URL) inherited from elsewhere (this server started from another server's kernel)
-    # is no business of our kernels: each gets its own below
-    os.environ.pop(ENV_TOKEN, None)
-    os.environ.pop(ENV_URL, None)
-    hook_kernel_manager(app)
-    info = {
-        "url": url,
-        "pid": os.getpid(),
-        "base_url": app.serverapp.base_url,
-        "root_dir": app.serverapp.root_dir,
-        "kernel_token": f"each kernel's own, in its environment ({ENV_TOKEN}); restart a kernel that lacks it",
-    }
-    path = runtime_file(app)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            json.dump(info, fh)
-        app._acp_runtime_file = path  # type: ignore[attr-defined]
-    except OSError as exc:
-        app.log.warning("jupyter_acp: could not write %s (%s); kernels rely on their environment", path, exc)
-    app.log.info("jupyter_acp: kernels reach the agent sessions at %s (%%load_ext jupyter_acp)", url)
-
-
-def hook_kernel_manager(app: JupyterACP) -> None:
-    """Give every kernel the server starts its own token, in the environment it is started with."""
-    km = getattr(app.serverapp, "kernel_manager", None)
-    if km is None or getattr(km, "_acp_hooked", False):
-        return
-    try:
-        from jupyter_server.gateway.managers import GatewayMappingKernelManager
-    except Exception:  # pragma: no cover - very old servers
-        GatewayMappingKernelManager = ()  # type: ignore[assignment,misc]
-    if isinstance(km, GatewayMappingKernelManager):
-        app.log.info("jupyter_acp: gateway kernels get no kernel token; %%acp runs its agent inside them")
-        return
-    original = km.start_kernel
-
-    async def start_kernel(*args: Any, kernel_id: str | None = None, path: str | None = None, **kwargs: Any) -> Any:
-        secret = getattr(app, "_acp_kernel_secret", None)
-        if secret and (kernel_id is None or kernel_id not in km):
-            if kernel_id is None:
-                kernel_id = km.new_kernel_id(**kwargs)
-            base = kwargs.get("env")
-            env = dict(base) if isinstance(base, dict) else dict(os.environ)
-            env[ENV_URL] = app._acp_kernel_url  # type: ignore[attr-defined]
-            env[ENV_TOKEN] = kernel_token(secret, kernel_id)
-            kwargs["env"] = env
-        return await _maybe_await(original(*args, kernel_id=kernel_id, path=path, **kwargs))
-
-    km.start_kernel = start_kernel
-    km._acp_hooked = True
-    app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
-
-
-def unhook_kernel_manager(app: JupyterACP) -> None:
-    km, hook = getattr(app, "_acp_kernel_hook", (None, None))
-    if km is not None and km.__dict__.get("start_kernel") is hook:
-        del km.start_kernel
-        km._acp_hooked = False
-    app._acp_kernel_hook = (None, None)  # type: ignore[attr-defined]
-
-
-def stop(app: JupyterACP) -> None:
-    """Called at server stop: the secret dies with the server."""
-    unhook_kernel_manager(app)
-    path = getattr(app, "_acp_runtime_file", None)
-    if path:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    app._acp_kernel_secret = None  # type: ignore[attr-defined]
 
 
 # -- handlers -------------------------------------------------------------------------------------
@@ -254,7 +123,7 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
         sm = self.serverapp.session_manager
         return [
             (s.get("type"), s.get("path"))
-            for s in await _maybe_await(sm.list_sessions())
+            for s in await ensure_async(sm.list_sessions())
             if (s.get("kernel") or {}).get("id") == kernel_id
         ]
 
@@ -364,7 +233,7 @@ class PromptHandler(KernelHandler):
         """The notebook's cells above the running one (as saved), for agents without notebook tools."""
         cm = self.serverapp.contents_manager
         try:
-            model = await _maybe_await(cm.get(session.notebook, content=True, type="notebook"))
+            model = await ensure_async(cm.get(session.notebook, content=True, type="notebook"))
         except Exception as exc:
             self.log.info("jupyter_acp: no context for %s: %s", session.notebook, exc)
             return ""
@@ -481,9 +350,3 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/jupyter-acp/kernel/sessions/{sid}/cancel", CancelHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}/permissions/{REQUEST_ID}", PermissionHandler),
     ]
-
-
-async def _maybe_await(value: Any) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value

@@ -1,0 +1,180 @@
+"""The event log: every event stored before it is sent out, one transaction per loop tick, a failing store
+retried while the conversation goes on in memory, replay in pages."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .model import NotebookSession, Subscriber, encode
+from .store import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class EventLog:
+    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
+    part lives in its own module so each job reads alone)."""
+
+    def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
+        """Record an event, then (at the end of this loop tick) send it to every subscriber."""
+        session.seq += 1
+        event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
+        session.outbox.append(event)
+        self._dirty.add(session)
+        self._schedule_flush()
+        return event
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_event_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Store this tick's events in one transaction, then hand them to subscribers.
+
+        A failing store (disk full, locked by another server) never stops the stream: events wait
+        in memory, the user is told once, and saving is retried every few seconds; when it works
+        again the waiting events are written and the user is told that too.
+        """
+        self._flush_scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        batches = []
+        for session in dirty:
+            events, session.outbox = session.outbox, []
+            encoded = [encode(e) for e in events]
+            batches.append((session, events, encoded))
+            session.unsaved.extend(zip(events, encoded, strict=True))
+        self._save_pending()
+        for session, events, encoded in batches:
+            for sub in list(session.subscribers):
+                try:
+                    sub(events, encoded)
+                except Exception:
+                    log.exception("event subscriber failed; dropping it")
+                    session.subscribers.discard(sub)
+
+    def _save_pending(self) -> None:
+        if self._store_failed is not None and time.monotonic() < self._store_retry_at:
+            return
+        waiting = [s for s in self.sessions.values() if s.unsaved]
+        try:
+            for session in waiting:
+                events = [e for e, _ in session.unsaved]
+                self.store.append_many(session.id, events, [t for _, t in session.unsaved])
+            self.store.commit()
+        except StoreError as exc:
+            self._store_failure(str(exc))
+            return
+        for session in waiting:
+            session.unsaved.clear()
+        if self._store_failed is not None:
+            self._store_failed = None
+            log.warning("transcript store works again")
+            for session in waiting:
+                self.emit(session, "notice", level="info", text="history is being saved again; nothing was lost")
+
+    def _store_failure(self, message: str) -> None:
+        first = self._store_failed is None
+        self._store_failed = message
+        self._store_retry_at = time.monotonic() + self.app.store_retry_interval
+        if not self._closing:
+            # retry even if nothing else happens: waiting events must reach the disk eventually
+            asyncio.get_event_loop().call_later(self.app.store_retry_interval + 0.01, self._save_pending)
+        if first:
+            log.error("transcript store failed: %s", message)
+            for session in self.sessions.values():
+                if session.turn is not None or session.unsaved:
+                    self.emit(
+                        session,
+                        "notice",
+                        level="warning",
+                        text=f"history could not be saved ({message}); the conversation goes on and is kept "
+                        "in memory until saving works again",
+                        phase="store_failed",
+                    )
+
+    def events(
+        self, session: NotebookSession, after: int = 0, limit: int | None = None, *, before: int | None = None
+    ) -> list[dict[str, Any]]:
+        """One page of events, oldest first: those with seq > after, or the newest with seq < before.
+
+        A page holds at most ``limit`` events (and ``JupyterACP.replay_page_events``) and about
+        ``JupyterACP.replay_page_bytes``, always at least one event when there is one: the stored ones
+        (read with LIMIT, never the whole history), then those still waiting in memory.
+        """
+        count = self.app.replay_page_events
+        if limit is not None:
+            count = max(1, min(limit, count))
+        max_bytes = self.app.replay_page_bytes
+        waiting = [e for e, _ in session.unsaved] + session.outbox
+        if before is not None:
+            newer = [e for e in waiting if e["seq"] < before][-count:]  # newer than anything stored
+            below = newer[0]["seq"] if newer else before
+            room = count - len(newer)
+            try:
+                older = self.store.read_before(session.id, below, room, max_bytes) if room > 0 else []
+            except StoreError as exc:
+                log.warning("reading the transcript failed: %s", exc)
+                older = []
+            return older + newer
+        try:
+            out = self.store.read(session.id, after, count, max_bytes)
+            complete = not out or out[-1]["seq"] >= self.store.last_seq(session.id)
+        except StoreError as exc:
+            log.warning("reading the transcript failed: %s", exc)
+            out, complete = [], True
+        if complete and len(out) < count:  # the stored page reached the end: what waits in memory follows
+            last = out[-1]["seq"] if out else after
+            out.extend(e for e in waiting if e["seq"] > last)
+        return out[:count]
+
+    def subscribe(
+        self, session: NotebookSession, after: int, sub: Subscriber
+    ) -> tuple[list[dict[str, Any]], Callable[[], None]]:
+        """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller).
+
+        The replay is one page: when more than a page lies after ``after``, the latest page (the client
+        sees its first replayed seq past after + 1 and fetches older pages with ``events?before=``).
+        Events that still matter though older than that page (a pending permission request, the running
+        turn's ``turn_started``) come first, marked ``"pinned": true``.
+        """
+        replay = self.events(session, after)
+        if replay and replay[-1]["seq"] < session.seq:  # more than a page: the latest one instead
+            replay = [e for e in self.events(session, before=session.seq + 1) if e["seq"] > after]
+            first = replay[0]["seq"] if replay else session.seq + 1
+            pinned: list[dict[str, Any]] = []
+            try:
+                if session.turn is not None:
+                    pinned += [
+                        e
+                        for e in self.store.find(session.id, "turn_started", after, first, 1)
+                        if e.get("turn_id") == session.turn.id
+                    ]
+                if session.pending_permissions:
+                    pinned += [
+                        e
+                        for e in self.store.find(session.id, "permission_request", after, first)
+                        if e.get("request_id") in session.pending_permissions
+                    ]
+            except StoreError as exc:
+                log.warning("reading the transcript failed: %s", exc)
+            pinned.sort(key=lambda e: e["seq"])
+            replay = [{**e, "pinned": True} for e in pinned] + replay
+        # events stored before this call come from the replay; the live path only sends newer ones
+        last = replay[-1]["seq"] if replay else after
+        seen = {"last": last}
+
+        def deliver(events: list[dict[str, Any]], encoded: list[str]) -> None:
+            if events and events[0]["seq"] <= seen["last"]:
+                pairs = [(e, t) for e, t in zip(events, encoded, strict=True) if e["seq"] > seen["last"]]
+                events, encoded = [p[0] for p in pairs], [p[1] for p in pairs]
+            if events:
+                seen["last"] = events[-1]["seq"]
+                sub(events, encoded)
+
+        session.subscribers.add(deliver)
+        return replay, lambda: session.subscribers.discard(deliver)

@@ -1,0 +1,114 @@
+"""The session model: a notebook's conversation with one agent, its turns and pending permissions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol import codec
+from .store import SessionRecord
+
+#: called with a batch of events and the same events JSON-encoded (encoded once, for store and wire)
+Subscriber = Callable[[list[dict[str, Any]], list[str]], None]
+
+
+def encode(event: dict[str, Any]) -> str:
+    return codec.dumps(event)
+
+
+class HubError(Exception):
+    """A request the hub refuses; ``status`` is the HTTP status the handlers answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class PendingPermission:
+    request_id: str
+    future: asyncio.Future[dict[str, Any]]
+    options: list[dict[str, Any]]
+    turn_id: str | None
+    tool_call_id: str | None = None
+    #: the tool call as the user saw it on the card (matched against the agent's later call)
+    tool_call: dict[str, Any] = field(default_factory=dict)
+    source: str = "agent"
+
+
+@dataclass
+class Turn:
+    id: str
+    started: float = field(default_factory=time.monotonic)
+    last_activity: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[None] | None = None
+    cancelled: bool = False
+    tool_calls_served: int = 0
+    #: what the agent showed of its own tool calls, by id (see ``sessions.gate``)
+    seen_calls: dict[str, Any] = field(default_factory=dict)
+    #: agent permission requests the user allowed, each good for one matching call of ours
+    agent_approvals: list[Any] = field(default_factory=list)
+    #: requests of the agent we are serving now (tool calls, files): the agent waits on us, not hangs
+    serving: int = 0
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+
+class NotebookSession:
+    """One notebook's conversation with one agent."""
+
+    def __init__(self, record: SessionRecord, last_seq: int) -> None:
+        self.record = record
+        self.seq = last_seq
+        self.turn: Turn | None = None
+        self.subscribers: set[Subscriber] = set()
+        self.pending_permissions: dict[str, PendingPermission] = {}
+        self.outbox: list[dict[str, Any]] = []
+        #: events (and their JSON) sent out but not yet in the store: only while the store fails
+        self.unsaved: list[tuple[dict[str, Any], str]] = []
+        #: generation of the agent connection the ACP session lives in (None: must be (re)opened)
+        self.acp_generation: int | None = None
+        self.replaying = False
+        self.setup_task: asyncio.Task[None] | None = None
+        self.state = "new"  # new | starting | ready | error
+        self.error: str | None = None
+        self.modes: dict[str, Any] | None = None
+        self.config_options: list[Any] | None = None
+        self.always_allowed: set[str] = set()
+        #: the agent lost the conversation: the next prompt carries the recent history
+        self.reseed = False
+        #: channels carrying the tools to this session's agent, and whether it was told about them
+        self.channels: frozenset[str] = frozenset()
+        self.primed = False
+        self.last_used = 0.0  # monotonic time of the last prompt: the least recently used yields first
+        #: the client tools the agent was last told (request discovery), and whether that changed mid-turn
+        self.listed_tools: frozenset[str] | None = None
+        self.tools_stale = False
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def notebook(self) -> str:
+        return self.record.notebook
+
+    @property
+    def agent(self) -> str:
+        return self.record.agent
+
+    @property
+    def cwd(self) -> str:
+        return self.record.cwd
+
+    @property
+    def acp_session_id(self) -> str | None:
+        return self.record.acp_session_id
+
+
+class TurnTimeout(Exception):
+    pass
