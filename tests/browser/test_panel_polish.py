@@ -152,6 +152,15 @@ def test_code_blocks_read_like_jupyterlab_code(ui):
     expect(cells.first).to_contain_text("def monthly_totals(df):")
     bar.get_by_role("button", name="Insert as a cell below").click()
     expect(cells).to_have_count(2)
+    # the dark theme: the same block on the dark editor background (JupyterLab's CSS variables only)
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
+    page.wait_for_timeout(500)
+    dark = first.evaluate("w => getComputedStyle(w).backgroundColor")
+    assert dark != look["bg"], (dark, look["bg"])
+    ui.shot("code-block-dark", full=False)
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
 
 
 def test_plots_and_tables_render_in_the_tool_card(ui):
