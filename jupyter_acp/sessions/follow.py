@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 #: after a kernel event, check again at these delays (s): the notebook's session row lands after the kernel
 CHECK_DELAYS = (0.3, 1.0, 3.0)
+#: how long a prompt waits for a kernel that a tab showing the notebook has not started yet (s)
+NO_KERNEL_WAIT = 3.0
 RUN_CODE = {"client_execute_cells", "client_execute_code"}
 VARIABLES = {"client_list_variables", "client_inspect_variable"}
 EDITS = {"client_insert_cell", "client_edit_cell", "client_delete_cells", "client_move_cell"}
@@ -117,10 +119,19 @@ class ToolListFollower:
         if kernels is None:
             return
         deadline = time.monotonic() + self.kernel_wait
+        #: a tab shows the notebook but JupyterLab has not asked for its kernel yet: wait a little for it too
+        frontend = getattr(self.hub.tools.services, "frontend", None)
+        # (once per session: a notebook kept without a kernel must not make every prompt wait)
+        tab_open = frontend is not None and frontend.has_tab(session.notebook) and not session.waited_for_kernel
+        session.waited_for_kernel = True
+        no_kernel_until = time.monotonic() + min(NO_KERNEL_WAIT, self.kernel_wait)
         told = False
         while time.monotonic() < deadline:
             kid = await self.hub.kernel_id_for(session.notebook)
             state = kernels.execution_state(kid) if kid else None
+            if kid is None and tab_open and time.monotonic() < no_kernel_until:
+                await asyncio.sleep(0.1)
+                continue
             if state != "starting":
                 return
             if not told:

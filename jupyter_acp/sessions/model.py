@@ -88,6 +88,8 @@ class NotebookSession:
         #: the client tools the agent was last told (request discovery), and whether that changed mid-turn
         self.listed_tools: frozenset[str] | None = None
         self.tools_stale = False
+        #: the first prompt already waited for a kernel a tab had not started yet
+        self.waited_for_kernel = False
 
     @property
     def id(self) -> str:

@@ -48,6 +48,21 @@ class ServerProcess:
         return {"Authorization": f"token {self.token}"}
 
     def start(self, timeout: float = 60) -> None:
+        """Start the server and wait until the extension's first route answers."""
+        self.start_process()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                break
+            try:
+                if self.get("agents").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("server did not start: " + (self.data / "server.log").read_text()[-2000:])
+
+    def start_process(self) -> None:
+        """Start the server process without waiting for it (benchmarks time the start themselves)."""
         self.port = free_port()
         self.data.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.data / "runtime"), "JUPYTER_DATA_DIR": str(self.data)}
@@ -69,16 +84,6 @@ class ServerProcess:
         log = open(self.data / "server.log", "ab")
         # cwd: the data dir, so files a server writes where it runs (.jupyter_ystore.db) stay there
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=self.data)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if self.get("agents").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("server did not start: " + (self.data / "server.log").read_text()[-2000:])
 
     def url(self, *parts: str) -> str:
         return f"{self.base}/jupyter-acp/" + "/".join(parts)

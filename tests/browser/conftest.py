@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import nbformat
 import pytest
@@ -92,15 +93,32 @@ FAKE_MODEL_RULES = [
     {"role": "tool", "match": "41 \\+ 1 =", "text": "It printed: {last}"},
     {"tool": "get_selection", "match": "what did I select", "arguments": {}},
     {"role": "tool", "match": "active cell: index", "text": "From your tab: {last}"},
-    {"tool": "insert_cell", "match": "greeting cell", "arguments": {"source": "print('hello from the agent')"}, "times": 1},
+    {
+        "tool": "insert_cell",
+        "match": "greeting cell",
+        "arguments": {"source": "print('hello from the agent')"},
+        "times": 1,
+    },
     {
         "role": "tool",
         "text": "I added a cell that greets you:\n\n```python\nprint('hello from the agent')\n```\n\nRun it with **Shift+Enter**.",
         "times": 1,
     },
-    {"tool": "edit_cell", "match": "make it 43", "arguments": {"cell_id": "cell-one", "old_string": "x = 42", "new_string": "x = 43"}},
-    {"tool": "edit_cell", "match": "make it 42", "arguments": {"cell_id": "cell-one", "old_string": "x = 1", "new_string": "x = 42"}},
-    {"role": "tool", "match": "(?i)refused|reject|denied|not allowed", "text": "The edit was rejected; nothing changed."},
+    {
+        "tool": "edit_cell",
+        "match": "make it 43",
+        "arguments": {"cell_id": "cell-one", "old_string": "x = 42", "new_string": "x = 43"},
+    },
+    {
+        "tool": "edit_cell",
+        "match": "make it 42",
+        "arguments": {"cell_id": "cell-one", "old_string": "x = 1", "new_string": "x = 42"},
+    },
+    {
+        "role": "tool",
+        "match": "(?i)refused|reject|denied|not allowed",
+        "text": "The edit was rejected; nothing changed.",
+    },
     {"role": "tool", "text": "Done: the cell now reads x = 42."},
     {"match": "take your time", "text": "Thinking it over, one word at a time, before I answer you.", "delay": 0.4},
     {
@@ -288,7 +306,7 @@ class Ui:
 
     def open_notebook(self, notebook: str) -> None:
         self.page.evaluate("p => window.jupyterapp.commands.execute('docmanager:open', {path: p})", notebook)
-        self.page.locator(f".jp-NotebookPanel:visible .jp-Cell").first.wait_for(timeout=60_000)
+        self.page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for(timeout=60_000)
         self.show_panel()
 
     def wait_ready(self, agent: str) -> None:

@@ -35,11 +35,25 @@ OPTIONS = [
         "type": "select",
         "currentValue": "small",
         "options": [
-            {"group": "fast", "name": "Fast", "options": [{"value": "small", "name": "Small"}, {"value": "refuse", "name": "Unavailable"}]},
-            {"group": "smart", "name": "Smart", "options": [{"value": "large", "name": "Large", "description": "slower, better"}]},
+            {
+                "group": "fast",
+                "name": "Fast",
+                "options": [{"value": "small", "name": "Small"}, {"value": "refuse", "name": "Unavailable"}],
+            },
+            {
+                "group": "smart",
+                "name": "Smart",
+                "options": [{"value": "large", "name": "Large", "description": "slower, better"}],
+            },
         ],
     },
-    {"id": "thinking", "name": "Extended thinking", "category": "thought_level", "type": "boolean", "currentValue": False},
+    {
+        "id": "thinking",
+        "name": "Extended thinking",
+        "category": "thought_level",
+        "type": "boolean",
+        "currentValue": False,
+    },
 ]
 
 
@@ -52,7 +66,10 @@ class OptionsAgent(ScriptedAgent):
         result = await super().on_session_new(params)
         sid = result["sessionId"]
         self.options[sid] = copy.deepcopy(OPTIONS)
-        modes = {"currentModeId": "code", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}
+        modes = {
+            "currentModeId": "code",
+            "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}],
+        }
         return {**result, "modes": modes, "configOptions": self.options[sid]}
 
     async def on_session_set_config_option(self, params: dict[str, Any]) -> Any:
@@ -74,7 +91,10 @@ class OptionsAgent(ScriptedAgent):
                     o["currentValue"] = not o["currentValue"]
             await self.conn.notify(
                 "session/update",
-                {"sessionId": sid, "update": {"sessionUpdate": "config_option_update", "configOptions": self.options[sid]}},
+                {
+                    "sessionId": sid,
+                    "update": {"sessionUpdate": "config_option_update", "configOptions": self.options[sid]},
+                },
             )
             await self._chunk(sid, "I switched to planning.")
             return {"stopReason": "end_turn"}

@@ -91,23 +91,41 @@ def _agent_class() -> type:
                     await asyncio.sleep(0.1)
                 return {"stopReason": "end_turn"}
             if scene == "reject":
-                call = {"toolCallId": "call_edit", "title": "Edit cell c1", "kind": "edit", "status": "pending",
-                        "rawInput": {"cell_id": "c1", "source": "x = 2"}}
+                call = {
+                    "toolCallId": "call_edit",
+                    "title": "Edit cell c1",
+                    "kind": "edit",
+                    "status": "pending",
+                    "rawInput": {"cell_id": "c1", "source": "x = 2"},
+                }
                 await self._update(sid, {"sessionUpdate": "tool_call", **call})
-                answer = await self.conn.request("session/request_permission", {
-                    "sessionId": sid, "toolCall": call,
-                    "options": [
-                        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                        {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-                    ],
-                })
+                answer = await self.conn.request(
+                    "session/request_permission",
+                    {
+                        "sessionId": sid,
+                        "toolCall": call,
+                        "options": [
+                            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                        ],
+                    },
+                )
                 outcome = (answer or {}).get("outcome") or {}
                 if outcome.get("optionId") == "reject":
-                    await self._update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_edit",
-                                             "status": "failed", "rawOutput": {"error": "the user rejected this tool call"}})
+                    await self._update(
+                        sid,
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": "call_edit",
+                            "status": "failed",
+                            "rawOutput": {"error": "the user rejected this tool call"},
+                        },
+                    )
                     await self._chunk(sid, "You rejected the edit; nothing changed.")
                 else:
-                    await self._update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_edit", "status": "completed"})
+                    await self._update(
+                        sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_edit", "status": "completed"}
+                    )
                     await self._chunk(sid, "Edited.")
                 return {"stopReason": "end_turn"}
             if scene == "code":
@@ -115,23 +133,49 @@ def _agent_class() -> type:
                 return {"stopReason": "end_turn"}
             if scene == "plot":
                 image = png(640, 480)
-                await self._update(sid, {
-                    "sessionUpdate": "tool_call", "toolCallId": "call_plot", "title": "Run cell c2", "kind": "execute",
-                    "status": "in_progress", "rawInput": {"cell_ids": ["c2"]},
-                })
-                await self._update(sid, {
-                    "sessionUpdate": "tool_call_update", "toolCallId": "call_plot", "status": "completed",
-                    "content": [
-                        {"type": "content", "content": {"type": "text", "text": "[display] image/png image (attached as image #1)"}},
-                        {"type": "content", "content": {"type": "resource", "resource": {
-                            "uri": "output:c2/1", "mimeType": "text/html", "text": TABLE_HTML}}},
-                    ],
-                    # the built-in agent's rawOutput: the MCP result, whose image blocks are the plots
-                    "rawOutput": {"content": [
-                        {"type": "text", "text": "[display] image/png image (attached as image #1)"},
-                        {"type": "image", "data": image, "mimeType": "image/png"},
-                    ], "structuredContent": {"status": "ok", "images": [{"type": "image", "mime": "image/png", "index": 1}]}},
-                })
+                await self._update(
+                    sid,
+                    {
+                        "sessionUpdate": "tool_call",
+                        "toolCallId": "call_plot",
+                        "title": "Run cell c2",
+                        "kind": "execute",
+                        "status": "in_progress",
+                        "rawInput": {"cell_ids": ["c2"]},
+                    },
+                )
+                await self._update(
+                    sid,
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": "call_plot",
+                        "status": "completed",
+                        "content": [
+                            {
+                                "type": "content",
+                                "content": {"type": "text", "text": "[display] image/png image (attached as image #1)"},
+                            },
+                            {
+                                "type": "content",
+                                "content": {
+                                    "type": "resource",
+                                    "resource": {"uri": "output:c2/1", "mimeType": "text/html", "text": TABLE_HTML},
+                                },
+                            },
+                        ],
+                        # the built-in agent's rawOutput: the MCP result, whose image blocks are the plots
+                        "rawOutput": {
+                            "content": [
+                                {"type": "text", "text": "[display] image/png image (attached as image #1)"},
+                                {"type": "image", "data": image, "mimeType": "image/png"},
+                            ],
+                            "structuredContent": {
+                                "status": "ok",
+                                "images": [{"type": "image", "mime": "image/png", "index": 1}],
+                            },
+                        },
+                    },
+                )
                 await self._chunk(sid, "See the chart above.")
                 return {"stopReason": "end_turn"}
             if scene == "error":

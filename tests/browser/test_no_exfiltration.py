@@ -13,8 +13,8 @@ from __future__ import annotations
 import base64
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 from gate_agent import PIXEL_PNG_B64, lab_with
@@ -39,7 +39,7 @@ class Listener:
         listener = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 listener.paths.append(self.path)
                 body = base64.b64decode(PIXEL_PNG_B64)
                 self.send_response(200)
@@ -49,7 +49,7 @@ class Listener:
                 self.end_headers()
                 self.wfile.write(body)
 
-            do_POST = do_GET  # noqa: N815 - pings and forms
+            do_POST = do_GET
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -58,7 +58,7 @@ class Listener:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Listener":
+    def __enter__(self) -> Listener:
         self.thread.start()
         return self
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -41,7 +43,7 @@ def test_agent_edits_the_notebook(ui):
     # "Revert agent edits" takes the agent's cell out again
     revert.click()
     expect(cells).to_have_count(1, timeout=LONG)
-    expect(panel.locator(".jp-ACP-notice").last).to_contain_text("reverted", timeout=LONG)
+    expect(panel.locator(".jp-ACP-notice").last).to_contain_text(re.compile("reverted", re.IGNORECASE), timeout=LONG)
 
     # "insert as a cell below" on a code block of the answer
     answer.locator(".jp-ACP-code").first.hover()

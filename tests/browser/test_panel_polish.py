@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from gate_agent import lab_with
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -24,7 +23,11 @@ HERE = Path(__file__).resolve().parent
 #: the built-in agent on a fake model of this module: "add a cell" inserts one (an edit to revert)
 RULES = [
     {"tool": "insert_cell", "match": "add a cell", "arguments": {"source": "y = 1"}},
-    {"tool": "edit_cell", "match": "make it two", "arguments": {"cell_id": "c1", "old_string": "x = 1", "new_string": "x = 2"}},
+    {
+        "tool": "edit_cell",
+        "match": "make it two",
+        "arguments": {"cell_id": "c1", "old_string": "x = 1", "new_string": "x = 2"},
+    },
     {"role": "tool", "text": "Added a cell."},
 ]
 
@@ -127,7 +130,9 @@ def test_code_blocks_read_like_jupyterlab_code(ui):
     for name in ("Copy code", "Insert as a cell below", "Replace the active cell's source with this code"):
         expect(bar.get_by_role("button", name=name)).to_be_visible()
     pre = first.locator("pre")
-    assert bar.bounding_box()["y"] + bar.bounding_box()["height"] <= pre.bounding_box()["y"] + 1, "the bar covers the code"
+    assert bar.bounding_box()["y"] + bar.bounding_box()["height"] <= pre.bounding_box()["y"] + 1, (
+        "the bar covers the code"
+    )
     # no wrap (indentation kept), the long line scrolls sideways, the editor's background
     look = pre.evaluate(
         """p => { const s = getComputedStyle(p); const w = getComputedStyle(p.closest('.jp-ACP-code'));
@@ -217,7 +222,9 @@ def test_errors_say_what_to_do_with_the_raw_text_under_details(ui):
     expect(panel.locator(".jp-ACP-user").last).to_contain_text("error please")
     expect(panel.locator(".jp-ACP-turnEnd.jp-mod-error")).to_have_count(2, timeout=LONG)
     # only the latest failure offers Retry
-    expect(panel.locator(".jp-ACP-turnEnd.jp-mod-error").first.get_by_role("button", name=re.compile("again"))).to_have_count(0)
+    expect(
+        panel.locator(".jp-ACP-turnEnd.jp-mod-error").first.get_by_role("button", name=re.compile("again"))
+    ).to_have_count(0)
 
 
 def test_layout_at_250_and_1100_px(ui):

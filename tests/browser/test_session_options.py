@@ -91,7 +91,9 @@ def test_a_refused_switch_says_so_and_keeps_the_value(ui):
     model = panel.get_by_label("Model", exact=True)
     expect(model).to_have_value("openai/fake", timeout=LONG)
     # a value the agent does not offer (as if its list changed under us): the server refuses it
-    model.evaluate("s => { const o = document.createElement('option'); o.value = o.textContent = 'openai/gone'; s.appendChild(o); }")
+    model.evaluate(
+        "s => { const o = document.createElement('option'); o.value = o.textContent = 'openai/gone'; s.appendChild(o); }"
+    )
     model.select_option("openai/gone")
     alert = panel.locator(".jp-ACP-optionsError")
     expect(alert).to_be_visible(timeout=LONG)
@@ -106,7 +108,9 @@ def test_a_refused_switch_says_so_and_keeps_the_value(ui):
     # dismissed by hand, or by the next switch that works
     panel.get_by_role("button", name="Dismiss").click()
     expect(alert).to_be_hidden()
-    model.evaluate("s => { const o = document.createElement('option'); o.value = o.textContent = 'openai/gone'; s.appendChild(o); }")
+    model.evaluate(
+        "s => { const o = document.createElement('option'); o.value = o.textContent = 'openai/gone'; s.appendChild(o); }"
+    )
     model.select_option("openai/gone")
     expect(alert).to_be_visible(timeout=LONG)
     panel.get_by_label("Agent mode").select_option("auto")

@@ -197,7 +197,11 @@ def test_at_name_attaches_a_kernel_variable(ui):
     # the summary comes from the kernel's inspector: bounded, with the value
     sid = ui.lab.api("sessions?notebook=vars.ipynb")[0]["id"]
     started = [e for e in ui.lab.api(f"sessions/{sid}/events?after=0") if e["type"] == "turn_started"]
-    blocks = [b for b in started[-1]["prompt"] if b.get("type") == "resource" and b["resource"].get("title") == "@answer_value"]
+    blocks = [
+        b
+        for b in started[-1]["prompt"]
+        if b.get("type") == "resource" and b["resource"].get("title") == "@answer_value"
+    ]
     assert blocks and "42" in blocks[0]["resource"]["text"], started[-1]["prompt"]
 
 

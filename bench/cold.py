@@ -1,0 +1,161 @@
+"""The cold first answer of a notebook session on an MCP-channel agent, against the agent's own cold start.
+
+    python bench/cold.py [--repeat 5]
+
+Floor: the scripted agent driven directly over its pipe: spawn, ``initialize``, ``session/new``, ``session/prompt``
+until its first answer chunk. Measured: a fresh ``jupyter server`` (not timed while it starts), then
+``POST sessions`` + ``POST prompt`` until the first answer chunk reaches the session's WebSocket; the agent gets
+its tools over MCP (the stdio shim), as most real agents do. Also the second notebook's session on the same
+server (the agent already running: the floor is then ``session/new`` + prompt), and the server's own start with
+and without the extension (until ``/api/status`` answers, and until the extension's first route answers).
+Goals (issue 16): first answer within 30 ms of the floor, first session and later ones; start +50 ms at most.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import nbformat
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+from jupyter_acp.acp.process import AgentProcess
+from jupyter_acp.protocol.jsonrpc import JsonRpcConnection
+from jupyter_acp.testing.server import ServerProcess
+
+AGENT = [sys.executable, "-m", "jupyter_acp.testing.agents", "stream", "--chunks", "1"]
+
+
+class FirstChunk:
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    async def handle_request(self, method, params):
+        return None
+
+    def handle_notification(self, method, params):
+        if method == "session/update" and self.at is None:
+            self.at = time.perf_counter()
+
+
+async def direct() -> tuple[float, float]:
+    """(cold: spawn to first chunk, warm agent: session/new to first chunk), seconds."""
+    t0 = time.perf_counter()
+    proc = AgentProcess(AGENT, env=None, cwd=".")  # type: ignore[arg-type]
+    reader, writer = await proc.start()
+    first = FirstChunk()
+    conn = JsonRpcConnection(reader, writer, first)
+    conn.start()
+    await conn.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = (await conn.request("session/new", {"cwd": str(Path.cwd()), "mcpServers": []}))["sessionId"]
+    await conn.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    cold = first.at - t0  # type: ignore[operator]
+    first.at = None
+    t1 = time.perf_counter()
+    sid = (await conn.request("session/new", {"cwd": str(Path.cwd()), "mcpServers": []}))["sessionId"]
+    await conn.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    warm = first.at - t1  # type: ignore[operator]
+    conn.close()
+    await proc.stop(grace=0.5)
+    return cold, warm
+
+
+async def first_answer(server: ServerProcess, notebook: str) -> float:
+    """Seconds from opening the notebook's session to the first answer chunk on its WebSocket."""
+    async with httpx.AsyncClient(headers=server.headers) as client:
+        await client.get(server.url("agents"))  # the connection is open before the clock starts
+        t0 = time.perf_counter()
+        resp = await client.post(server.url("sessions"), json={"notebook": notebook, "agent": "mcp"})
+        resp.raise_for_status()
+        sid = resp.json()["id"]
+        ws_url = f"ws://127.0.0.1:{server.port}/jupyter-acp/sessions/{sid}/stream?after=0"
+        ws = await websocket_connect(HTTPRequest(ws_url, headers=server.headers))
+        (await client.post(server.url("sessions", sid, "prompt"), json={"text": "go"})).raise_for_status()
+        while True:
+            msg = await ws.read_message()
+            if msg is None:
+                raise RuntimeError("stream closed")
+            if any(e["type"] == "session_update" for e in json.loads(msg)):
+                ws.close()
+                return time.perf_counter() - t0
+
+
+def start_time(tmp: Path, with_extension: bool) -> tuple[float, float]:
+    """(until /api/status answers, until jupyter-acp/agents answers) for a fresh server, seconds."""
+    extra = [] if with_extension else ["--ServerApp.jpserver_extensions={'jupyter_acp': False}"]
+    server = ServerProcess(tmp / "root", tmp / f"data-{time.monotonic_ns()}", extra_args=extra)
+    t0 = time.perf_counter()
+    server.start_process()
+    status = route = None
+    while route is None:
+        try:
+            if (
+                status is None
+                and httpx.get(f"{server.base}/api/status", headers=server.headers, timeout=2).status_code == 200
+            ):
+                status = time.perf_counter() - t0
+                if not with_extension:
+                    route = status
+            if status is not None and with_extension and server.get("agents").status_code == 200:
+                route = time.perf_counter() - t0
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.005)
+    server.stop()
+    return status, route  # type: ignore[return-value]
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cold-"))
+    (tmp / "root").mkdir()
+    for name in ("a.ipynb", "b.ipynb"):
+        (tmp / "root" / name).write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    agents = {"mcp": {"command": AGENT[0], "args": AGENT[1:], "tool_channel": "mcp-stdio"}}
+    floor_cold, floor_warm, first, later = [], [], [], []
+    for i in range(args.repeat):
+        cold, warm = await direct()
+        floor_cold.append(cold)
+        floor_warm.append(warm)
+        server = ServerProcess(tmp / "root", tmp / f"data{i}", agents=agents)
+        server.start()
+        try:
+            first.append(await first_answer(server, "a.ipynb"))
+            later.append(await first_answer(server, "b.ipynb"))
+        finally:
+            server.stop()
+    starts = [start_time(tmp, True) for _ in range(args.repeat)]
+    bare = [start_time(tmp, False) for _ in range(args.repeat)]
+    med = statistics.median
+    ms = lambda v: v * 1000  # noqa: E731
+    print(f"agent cold start (floor)     {ms(med(floor_cold)):8.1f} ms   spawn, initialize, session/new, prompt")
+    print(
+        f"first session after start    {ms(med(first)):8.1f} ms   overhead {ms(med(first) - med(floor_cold)):7.1f} ms (goal <= 30 ms)"
+    )
+    print(f"agent warm session (floor)   {ms(med(floor_warm)):8.1f} ms   session/new, prompt")
+    print(
+        f"a later notebook's session   {ms(med(later)):8.1f} ms   overhead {ms(med(later) - med(floor_warm)):7.1f} ms (goal <= 30 ms)"
+    )
+    print(f"server start, no extension   {ms(med(b[0] for b in bare)):8.1f} ms   until /api/status")
+    print(
+        f"server start, with it        {ms(med(s[0] for s in starts)):8.1f} ms   until /api/status: "
+        f"+{ms(med(s[0] for s in starts) - med(b[0] for b in bare)):.1f} ms (goal <= 50 ms); "
+        f"first route {ms(med(s[1] for s in starts)):.1f} ms"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--repeat", type=int, default=5)
+    asyncio.run(main_async(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
