@@ -90,12 +90,14 @@ async def first_answer(server: ServerProcess, notebook: str) -> float:
 
 def start_time(tmp: Path, with_extension: bool) -> tuple[float, float]:
     """(until /api/status answers, until jupyter-acp/agents answers) for a fresh server, seconds."""
-    extra = [] if with_extension else ["--ServerApp.jpserver_extensions={'jupyter_acp': False}"]
-    server = ServerProcess(tmp / "root", tmp / f"data-{time.monotonic_ns()}", extra_args=extra)
+    server = ServerProcess(tmp / "root", tmp / f"data-{time.monotonic_ns()}", extension=with_extension)
     t0 = time.perf_counter()
     server.start_process()
     status = route = None
     while route is None:
+        if time.perf_counter() - t0 > 60 or (server.proc is not None and server.proc.poll() is not None):
+            server.stop()
+            raise RuntimeError("server did not start: " + (server.data / "server.log").read_text()[-2000:])
         try:
             if (
                 status is None

@@ -32,10 +32,13 @@ class ServerProcess:
         agents: dict[str, Any] | None = None,
         token: str = "jupyter-acp-test-token",
         extra_args: list[str] | None = None,
+        extension: bool = True,
     ) -> None:
         self.root, self.data, self.token = Path(root), Path(data), token
         self.agents = agents or {}
         self.extra_args = extra_args or []
+        #: False: the same server without jupyter_acp (a floor for start-up figures)
+        self.extension = extension
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -78,7 +81,7 @@ class ServerProcess:
             "--allow-root",
             f"--JupyterACP.agents={json.dumps(self.agents)}",
             f"--JupyterACP.store_path={self.data / 'store.sqlite'}",
-            "--ServerApp.jpserver_extensions={'jupyter_acp': True}",
+            f"--ServerApp.jpserver_extensions={{'jupyter_acp': {self.extension}}}",
             *self.extra_args,
         ]
         log = open(self.data / "server.log", "ab")
