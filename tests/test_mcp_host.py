@@ -70,6 +70,7 @@ async def test_agent_lists_and_calls_tools_over_each_mcp_channel(api, hub, make_
     assert json.loads(unknown)["result"]["isError"] is True
     assert "unknown tool" in json.loads(unknown)["result"]["content"][0]["text"]
     assert end["tool_calls_served"] == 0
+    assert set(end["tool_channels"]) & {"mcp-http", "mcp-stdio"}  # the sidebar says "No notebook tool used"
     session = await api.call("GET", "sessions", s["id"])
     expected = {"via_http": ["mcp-http"], "via_stdio": ["mcp-stdio"], "via_auto": ["mcp-stdio"]}[name]
     assert session["tool_channels"] == expected

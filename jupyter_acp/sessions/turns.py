@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ..channels import MCP_HTTP, MCP_STDIO, notebook_preamble, starts_with_command
@@ -20,6 +20,11 @@ log = logging.getLogger(__name__)
 class Turns:
     """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
     part lives in its own module so each job reads alone)."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the rest of the hub (its state, its other parts), set up by SessionHub
+
+        def __getattr__(self, name: str) -> Any: ...
 
     async def prompt(self, session: NotebookSession, blocks: list[dict[str, Any]]) -> str:
         if session.turn is not None:
@@ -108,7 +113,15 @@ class Turns:
             return
         self._cancel_pending_permissions(session)
         session.turn = None
-        self.emit(session, "turn_ended", turn_id=turn.id, tool_calls_served=turn.tool_calls_served, **outcome)
+        self.emit(
+            session,
+            "turn_ended",
+            turn_id=turn.id,
+            tool_calls_served=turn.tool_calls_served,
+            # with tool_calls_served 0 on an MCP channel: the seed's signal that the agent ignored the tools
+            tool_channels=sorted(session.channels),
+            **outcome,
+        )
         self.follower.turn_ended(session)
 
     async def _watch_turn(

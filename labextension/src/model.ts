@@ -77,6 +77,8 @@ export interface ITurnEndItem extends IItemBase {
   error?: string;
   errorKind?: string;
   toolCallsServed?: number;
+  /** the notebook's tools reached the agent over MCP (an agent may ignore those: zero calls then says so) */
+  overMcp?: boolean;
 }
 export interface INoticeItem extends IItemBase {
   kind: 'notice';
@@ -540,7 +542,10 @@ export class ChatModel {
           stopReason: e.stop_reason ?? undefined,
           error: e.error ?? undefined,
           errorKind: e.error_kind ?? undefined,
-          toolCallsServed: typeof e.tool_calls_served === 'number' ? e.tool_calls_served : undefined
+          toolCallsServed: typeof e.tool_calls_served === 'number' ? e.tool_calls_served : undefined,
+          overMcp:
+            Array.isArray(e.tool_channels) &&
+            e.tool_channels.some((c: unknown) => c === 'mcp-http' || c === 'mcp-stdio')
         });
         break;
       }

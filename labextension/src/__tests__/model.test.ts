@@ -342,3 +342,16 @@ test('pickersOf: booleans, grouped options, v2 ids, unknown types, a mode option
   assert.deepEqual(pickersOf(null, null), []);
   assert.deepEqual(pickersOf({ currentModeId: 'x', availableModes: [] }, []), []);
 });
+
+test('a turn over MCP that used no notebook tool says so; one over the convention stays quiet', () => {
+  const m = new ChatModel();
+  m.applyAll([
+    ev('turn_started', { turn_id: 'm1', prompt: [{ type: 'text', text: 'hi' }] }),
+    ev('turn_ended', { turn_id: 'm1', stop_reason: 'end_turn', tool_calls_served: 0, tool_channels: ['mcp-http'] }),
+    ev('turn_started', { turn_id: 'c1', prompt: [{ type: 'text', text: 'hi' }] }),
+    ev('turn_ended', { turn_id: 'c1', stop_reason: 'end_turn', tool_calls_served: 0, tool_channels: ['client-tools'] })
+  ]);
+  const ends = m.items.filter(i => i.kind === 'turn_end') as any[];
+  assert.equal(ends[0].overMcp, true);
+  assert.equal(ends[1].overMcp, false);
+});

@@ -50,6 +50,12 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
   }
   if (item.toolCallsServed) {
     parts.push(`${item.toolCallsServed} tool call${item.toolCallsServed === 1 ? '' : 's'} served`);
+  } else if (item.overMcp && item.toolCallsServed === 0 && !item.stopReason?.startsWith('cancel')) {
+    // the seed's signal: the agent was given the notebook's tools (over MCP) and used none of them
+    parts.push('No notebook tool used');
+    n.title =
+      "The agent answered without the notebook's tools. If it should have read or run cells, ask it to use the " +
+      '`jupyter` tools (client_read_cells, client_execute_cells, ...).';
   }
   if (parts.length) {
     n.appendChild(el('span', 'jp-ACP-turnEndText', parts.join(' · ')));
