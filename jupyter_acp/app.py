@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
-from typing import Any
+from typing import Any, cast
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
@@ -107,6 +107,7 @@ class JupyterACP(ExtensionApp):
         self.hub = SessionHub(self, self.store, self.tools)
         atexit.register(self.hub.kill_agents_now)
         self._listen_for_renames()
+        assert self.serverapp is not None
         self.hub.follower.listen(self.serverapp.event_logger)
         self.log.info(
             "jupyter_acp %s: agents %s (default %r), transcripts in %s",
@@ -131,7 +132,7 @@ class JupyterACP(ExtensionApp):
                 self.hub.rename(data["source_path"], data["path"])
 
         try:
-            self.serverapp.event_logger.add_listener(schema_id=CONTENTS_EVENTS, listener=on_contents_event)
+            cast(Any, self.serverapp).event_logger.add_listener(schema_id=CONTENTS_EVENTS, listener=on_contents_event)
         except Exception as exc:  # an older server without the schema: renames just don't follow
             self.log.warning("jupyter_acp: renames will not be followed (%s)", exc)
 
@@ -165,7 +166,7 @@ class JupyterACP(ExtensionApp):
 
     # -- what the hub asks -----------------------------------------------------------------------
     def agent_env(self, spec: AgentSpec) -> dict[str, str]:
-        token = getattr(self.serverapp.identity_provider, "token", "") or ""
+        token = getattr(cast(Any, self.serverapp).identity_provider, "token", "") or ""
         return curated_env(os.environ, passthrough=spec.passthrough_env, extra=spec.env, secrets=[token])
 
     def check_prompt(self, blocks: list[dict[str, Any]]) -> None:

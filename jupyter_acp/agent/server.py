@@ -15,7 +15,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .._version import __version__
 from ..protocol import client_tools
@@ -228,10 +228,11 @@ class BuiltinAgent:
     # -- initialize ------------------------------------------------------------------------------
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocolVersion")
-        self.client_caps = (
-            params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
+        self.client_caps = cast(
+            dict[str, Any],
+            params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {},
         )
-        meta = self.client_caps.get("_meta") if isinstance(self.client_caps.get("_meta"), dict) else {}
+        meta: Any = self.client_caps.get("_meta") if isinstance(self.client_caps.get("_meta"), dict) else {}
         entry = (meta.get(client_tools.NAMESPACE) or {}) if isinstance(meta.get(client_tools.NAMESPACE), dict) else {}
         ct = entry.get(client_tools.CLIENT_TOOLS_KEY)
         self.client_tools = ct if isinstance(ct, dict) else {}
@@ -286,8 +287,8 @@ class BuiltinAgent:
             return mc
 
         results = await asyncio.gather(client_list(), *(connect(s) for s in specs))
-        tools.extend(results[0])
-        for mc in results[1:]:
+        tools.extend(cast(list[Tool], results[0]))
+        for mc in cast(list[McpConnection | None], results[1:]):
             if mc is not None:
                 sess.mcp.append(mc)
                 tools.extend(mc.as_tools(trust_annotations=self.args.trust_mcp_annotations, call_timeout=timeout))
@@ -363,7 +364,11 @@ class BuiltinAgent:
                 await self._discard(old)
             mode = meta.get("mode") if meta.get("mode") in MODE_IDS else self.args.mode
             sess = Session(
-                id=sid, cwd=cwd, mode=mode, model=str(meta.get("model") or self.args.model), messages=messages
+                id=sid,
+                cwd=cwd,
+                mode=cast(str, mode),
+                model=str(meta.get("model") or self.args.model),
+                messages=messages,
             )
             if cwd != meta.get("cwd"):
                 self.store.save_meta(sid, sess.meta())

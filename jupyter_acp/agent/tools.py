@@ -187,7 +187,7 @@ def client_tools_from(entries: Any, conn: Any, timeout: float) -> list[Tool]:
         ):
             log.warning("skipped a client tool entry without a valid name and extension method")
             continue
-        annotations = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
+        annotations: Any = entry.get("annotations") if isinstance(entry.get("annotations"), dict) else {}
         tools.append(
             Tool(
                 name=name,

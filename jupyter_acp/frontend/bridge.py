@@ -102,7 +102,7 @@ class FrontendBridge:
         if not isinstance(msg, dict):
             return
         method = msg.get("method")
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        params: Any = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         if isinstance(method, str):
             path = params.get("path")
             if method == "focus" and isinstance(path, str):
@@ -116,7 +116,7 @@ class FrontendBridge:
                 if client.focus == path:
                     client.focus = None
             return
-        rid = msg.get("id")
+        rid: Any = msg.get("id")
         entry = self._pending.get(rid) if isinstance(rid, str) else None
         if entry is None or entry[0] is not client:
             # not a request of ours, or one sent to another socket: ignored, and the request stays pending

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import ws_authenticated
@@ -20,6 +20,11 @@ from ..protocol.kernel_link import AUTH_RESOURCE
 
 class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
     """``/jupyter-acp/frontend/ws?clientId=<uuid>``: one per JupyterLab tab."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
+        @property
+        def extensionapp(self) -> Any: ...
 
     auth_resource = AUTH_RESOURCE
     _client: TabClient | None = None

@@ -8,7 +8,7 @@ import contextlib
 import hmac
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import allow_unauthenticated
@@ -32,6 +32,11 @@ CONTEXT_CHARS = 20_000
 # -- handlers -------------------------------------------------------------------------------------
 class KernelHandler(ExtensionHandlerMixin, APIHandler):
     """Base of the kernel routes: the calling kernel's own token, never a login."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
+        @property
+        def extensionapp(self) -> Any: ...
 
     #: the calling kernel's id, set by :meth:`check_secret` once its token matched
     _caller: str = ""

@@ -7,7 +7,7 @@ Every handler is authenticated and authorized through jupyter_server (``auth_res
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized, ws_authenticated
@@ -70,6 +70,11 @@ class PermissionBody(BaseModel):
 
 # -- base ----------------------------------------------------------------------------------------
 class BaseHandler(ExtensionHandlerMixin, APIHandler):
+    if TYPE_CHECKING:  # pragma: no cover
+        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
+        @property
+        def extensionapp(self) -> Any: ...
+
     auth_resource = AUTH_RESOURCE
 
     @property
@@ -264,6 +269,11 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
 
     Each message is a JSON array of one or more events, in ``seq`` order.
     """
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
+        @property
+        def extensionapp(self) -> Any: ...
 
     auth_resource = AUTH_RESOURCE
     _unsubscribe: Any = None

@@ -194,7 +194,7 @@ class KernelConnection:
 
     def _route(self, channel: str, msg: dict[str, Any]) -> None:
         try:
-            parent = (msg.get("parent_header") or {}).get("msg_id")
+            parent: Any = (msg.get("parent_header") or {}).get("msg_id")
             if channel == "iopub":
                 if msg.get("msg_type") == "status":
                     state = (msg.get("content") or {}).get("execution_state")
@@ -340,7 +340,12 @@ class KernelConnection:
                 seen = asyncio.Event()
                 msg = self.client.session.msg("kernel_info_request", {})
                 mid = msg["header"]["msg_id"]
-                self._iopub[mid] = lambda m, e=seen: e.set() if m.get("msg_type") == "status" else None
+
+                def on_status(m: dict[str, Any], e: asyncio.Event = seen) -> None:
+                    if m.get("msg_type") == "status":
+                        e.set()
+
+                self._iopub[mid] = on_status
                 try:
                     self._send("control", msg)  # answered even while a cell runs
                     await asyncio.wait_for(seen.wait(), 0.5)
@@ -479,5 +484,5 @@ class KernelConnection:
                 self.client.stop_channels()
         except Exception:
             pass
-        for t in self._threads:
-            t.join(timeout=1)
+        for thread in self._threads:
+            thread.join(timeout=1)

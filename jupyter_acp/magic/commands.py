@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from ..protocol.transcript import exchanges
@@ -161,7 +162,7 @@ def cmd_fix(magics: Any, rest: str) -> None:
     run_prompt(magics, prompt, opts, interpolate_=False)
 
 
-COMMANDS = {
+COMMANDS: dict[str, Callable[[Any, str], Any]] = {
     "agents": cmd_agents,
     "list": cmd_agents,
     "use": cmd_use,

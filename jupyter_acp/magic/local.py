@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ..acp.process import curated_env
@@ -118,7 +118,7 @@ class _Client:
         tool = self.backend.tools.by_method(method)
         if tool is not None:
             return await self.backend.tools.call(
-                self.backend.tool_context(), tool.name, client_tools.strip_meta(params)
+                cast(Any, self.backend.tool_context()), tool.name, client_tools.strip_meta(params)
             )
         raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
 
@@ -361,9 +361,12 @@ class LocalBackend:
         fut, options = pending
         if option_id not in {o.get("optionId") for o in options}:
             raise AcpError(f"{option_id!r} is not one of the offered options")
-        self._loop.call_soon_threadsafe(
-            lambda: fut.done() or fut.set_result({"outcome": "selected", "optionId": option_id})
-        )
+
+        def resolve() -> None:
+            if not fut.done():
+                fut.set_result({"outcome": "selected", "optionId": option_id})
+
+        self._loop.call_soon_threadsafe(resolve)
         self.emit(session, "permission_resolved", request_id=request_id, option_id=option_id)
 
     def close(self) -> None:

@@ -63,7 +63,8 @@ class TurnView:
             }
             self._line(self._permission_line(event["request_id"]))
         elif kind == "permission_resolved":
-            p = self.permissions.get(event.get("request_id"))
+            rid: Any = event.get("request_id")
+            p = self.permissions.get(rid)
             if p is not None:
                 p["answer"] = "cancelled" if event.get("cancelled") else event.get("option_id")
                 self._line(self._permission_line(event["request_id"]))

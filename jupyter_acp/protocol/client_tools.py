@@ -7,7 +7,7 @@ Jupyter client and the built-in agent) import them from here, so a correction is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 #: The ``_meta`` namespace key used in capabilities and in per-call metadata.
 NAMESPACE = "org.mini-me"
@@ -66,7 +66,7 @@ def session_of_call(params: dict[str, Any] | None) -> str | None:
         return None
     inner = meta.get(NAMESPACE)
     if isinstance(inner, dict) and isinstance(inner.get("sessionId"), str):
-        return inner["sessionId"]
+        return cast(str, inner["sessionId"])
     bare = meta.get("sessionId")
     return bare if isinstance(bare, str) else None
 

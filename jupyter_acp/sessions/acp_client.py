@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..channels import CLIENT_TOOLS
 from ..protocol import client_tools
@@ -136,7 +136,7 @@ class ClientEndpoint:
             await self.hub.gate.perform(
                 session,
                 action,
-                lambda: asyncio.to_thread(rules.write, path, real, content),
+                lambda: asyncio.to_thread(rules.write, cast(str, path), real, content),
                 title=f"{'Overwrite' if old is not None else 'Create'} {path}",
                 kind="edit",
                 destructive=True,

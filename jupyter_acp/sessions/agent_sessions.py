@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ..channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
@@ -19,6 +19,12 @@ class AgentSessions:
     """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
     part lives in its own module so each job reads alone)."""
 
+    if TYPE_CHECKING:  # pragma: no cover
+        # the rest of the hub (its state, its other parts), set up by SessionHub
+        mcp_host: Any
+
+        def __getattr__(self, name: str) -> Any: ...
+
     def connection(self, agent: str) -> AgentConnection:
         conn = self.connections.get(agent)
         if conn is None:
@@ -28,7 +34,7 @@ class AgentSessions:
                 spec.argv,
                 env=self.app.agent_env(spec),
                 cwd=self.serverapp.root_dir,
-                handler_factory=lambda c: ClientEndpoint(self, c),
+                handler_factory=lambda c: ClientEndpoint(cast(Any, self), c),
                 client_capabilities=self._client_capabilities,
                 max_frame_bytes=self.app.max_frame_bytes,
                 start_timeout=self.app.agent_start_timeout,

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import NotebookSession, Subscriber, encode
 from .store import StoreError
@@ -18,6 +18,15 @@ log = logging.getLogger(__name__)
 class EventLog:
     """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
     part lives in its own module so each job reads alone)."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the rest of the hub (its state, its other parts), set up by SessionHub
+        _flush_scheduled: bool
+        _dirty: set[NotebookSession]
+        _store_failed: str | None
+        _store_retry_at: float
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
         """Record an event, then (at the end of this loop tick) send it to every subscriber."""

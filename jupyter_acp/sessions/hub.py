@@ -8,6 +8,7 @@ before any subscriber sees it; subscribers replay from the last sequence number 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 import time
@@ -144,7 +145,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions):
             session.setup_task = self._spawn(self._warm_up(session))
         return session
 
-    def _sessions_of(self, agent: str) -> list[NotebookSession]:
+    def _sessions_of(self, agent: str) -> builtins.list[NotebookSession]:
         return [s for s in self.sessions.values() if s.agent == agent]
 
     async def approve(self, session: Any, action: Any, *, title: str, kind: str, preview: str = "") -> str:

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tools import ToolContext
 from .model import HubError, NotebookSession, PendingPermission
@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 class Permissions:
     """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
     part lives in its own module so each job reads alone)."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the rest of the hub (its state, its other parts), set up by SessionHub
+
+        def __getattr__(self, name: str) -> Any: ...
 
     async def ask_permission(
         self,

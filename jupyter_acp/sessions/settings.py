@@ -12,6 +12,8 @@ class HubSettings(Protocol):
     serverapp: Any
     agent_specs: dict[str, AgentSpec]
     max_frame_bytes: int
+    max_event_bytes: int
+    max_session_bytes: int
     agent_start_timeout: float
     agent_log_bytes: int
     max_sessions_per_agent: int

@@ -209,7 +209,7 @@ class ScriptedAgent:
             return {"stopReason": "end_turn"}
         if b == "big_frame":
             filler = "x" * self.args.size
-            line = json.dumps(
+            frame = json.dumps(
                 {
                     "jsonrpc": "2.0",
                     "method": "session/update",
@@ -219,7 +219,7 @@ class ScriptedAgent:
                     },
                 }
             )
-            self._raw(line.encode() + b"\n")
+            self._raw(frame.encode() + b"\n")
         if b == "flood_stderr":
             sys.stderr.write("f" * self.args.size + "\n")
             sys.stderr.flush()
@@ -271,11 +271,11 @@ def mcp_roundtrip(servers: list[dict[str, Any]], message: dict[str, Any]) -> Any
     )
     try:
         lines = (json.dumps(init) + "\n" + json.dumps(message) + "\n").encode()
-        out, _ = proc.communicate(lines, timeout=60)
+        raw, _ = proc.communicate(lines, timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    answers = [json.loads(line) for line in out.splitlines() if line.strip()]
+    answers = [json.loads(line) for line in raw.splitlines() if line.strip()]
     return answers[-1] if answers else {"error": "no answer from the stdio server"}
 
 

@@ -30,7 +30,7 @@ import asyncio
 import itertools
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 from .fake_model import FakeModel, _split, load_script, serve_until_interrupted
 
@@ -170,7 +170,7 @@ class FakeResponses(_ProviderModel):
                 for inner in t.get("tools") or []:
                     if isinstance(inner, dict) and inner.get("name"):
                         qualified = f"{t.get('name')}__{inner['name']}"
-                        self._namespaced[qualified] = (t.get("name"), inner["name"])
+                        self._namespaced[qualified] = (cast(str, t.get("name")), inner["name"])
                         tools.append({"type": "function", "function": {"name": qualified}})
                 continue
             name = t.get("name") or (t.get("function") or {}).get("name") or ""

@@ -144,7 +144,7 @@ class HostileAgent:
     async def one(self, sid: str, a: dict[str, Any]) -> Any:
         do = a.get("do")
         if do == "fs_read":
-            params = {"sessionId": sid, "path": a.get("path")}
+            params: dict[str, Any] = {"sessionId": sid, "path": a.get("path")}
             for key in ("line", "limit"):
                 if key in a:
                     params[key] = a[key]
@@ -165,7 +165,7 @@ class HostileAgent:
             method = client_tools.TOOL_METHOD_PREFIX + name[len(client_tools.TOOL_NAME_PREFIX) :]
             return await self.conn.request(method, params)
         if do == "mcp":
-            params: dict[str, Any] = {"name": a.get("name"), "arguments": a.get("args") or {}}
+            params = {"name": a.get("name"), "arguments": a.get("args") or {}}
             if a.get("meta"):
                 params["_meta"] = a["meta"]
             message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}

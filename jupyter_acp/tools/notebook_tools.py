@@ -7,7 +7,7 @@ origin (see ``notebook/document.py``), and answer the cell id with a short diff.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..kernels import KernelUnavailable
 from ..notebook import NotebookError, execute_cell, new_cell_id, origin_for
@@ -152,7 +152,7 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             break
         parts.append(block)
         used += len(block)
-        svc.saw(ctx.session.id, cid, src)
+        svc.saw(ctx.session.id, cast(str, cid), src)
         entry = {
             "id": cid,
             "index": i,
@@ -375,7 +375,8 @@ async def execute_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
     timeout = _timeout(svc, args)
     budget = svc.config.output_budget
     images: list[dict[str, Any]] = []
-    parts, results = [], []
+    parts: list[str] = []
+    results: list[dict[str, Any]] = []
     not_run: list[str] = []
     failed = False
     for n, cid in enumerate(ids):
