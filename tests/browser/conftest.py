@@ -97,12 +97,13 @@ FAKE_MODEL_RULES = [
         "tool": "insert_cell",
         "match": "greeting cell",
         "arguments": {"source": "print('hello from the agent')"},
-        "times": 1,
     },
     {
+        # matched by what the tool answered (the inserted source), not by a use count: a retried model
+        # request under load must not use the answer up
         "role": "tool",
+        "match": "hello from the agent",
         "text": "I added a cell that greets you:\n\n```python\nprint('hello from the agent')\n```\n\nRun it with **Shift+Enter**.",
-        "times": 1,
     },
     {
         "tool": "edit_cell",
