@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 
 #: pseudo entries the debugger groups functions, classes and specials under
 PSEUDO_VARIABLES = {"special variables", "function variables", "class variables", "protected variables"}
-#: names IPython puts in every namespace
-HIDDEN_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+#: names IPython puts in every namespace; one list, held by the summariser (which also runs inside kernels)
+HIDDEN_NAMES = _summarise_module.HIDDEN
 
 _SOURCE: str | None = None
 
