@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import hmac
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
@@ -17,16 +16,14 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from ..protocol.kernel_link import ENV_TOKEN, HEADER, KERNEL_HEADER, MAX_WAIT
+from ..sessions.context import cells_above_block
 from ..sessions.hub import HubError, NotebookSession, SessionHub
+from .base import KernelPromptBody, http_error, parse_body
 from .kernel_link import kernel_token, start, stop  # noqa: F401 - the app starts and stops the link here
 from .user_routes import REQUEST_ID, SESSION_ID
 
 #: the extension app (``JupyterACP``), typed loosely: the routes never import the app
 JupyterACP = Any
-
-
-#: characters of notebook context sent with ``--context cells-above``
-CONTEXT_CHARS = 20_000
 
 
 # -- handlers -------------------------------------------------------------------------------------
@@ -107,7 +104,7 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
         try:
             return self.hub.get(session_id)
         except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
+            raise http_error(exc) from None
 
     async def own_session(self, session_id: str) -> NotebookSession:
         """A session of the calling kernel's own notebook; any other is refused (403)."""
@@ -159,7 +156,7 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
             if data.get("new"):
                 session = await self.hub.reset(session)
         except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
+            raise http_error(exc) from None
         return session
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -206,68 +203,23 @@ class PromptHandler(KernelHandler):
     async def post(self) -> None:
         """Open the notebook's session and start a turn; answers where the turn's events start."""
         self.check_secret()
-        data = self.body()
-        text, prompt = data.get("text"), data.get("prompt")
-        if (text is None) == (prompt is None):
-            raise web.HTTPError(400, "give either 'text' or 'prompt' (a list of ACP content blocks)")
-        if text is not None:
-            if not isinstance(text, str):
-                raise web.HTTPError(400, "text is a string")
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
-        else:
-            if not isinstance(prompt, list) or not all(
-                isinstance(b, dict) and isinstance(b.get("type"), str) for b in prompt
-            ):
-                raise web.HTTPError(400, "prompt is a list of content blocks, each with a 'type'")
-            blocks = prompt
-        session = await self.open_for(data)
-        context = data.get("context")
-        if isinstance(context, dict) and context.get("kind") == "cells-above":
-            extra = await self.cells_above(session, context.get("cell_id"))
-            if extra:
-                blocks = [*blocks, self.context_block(session, extra)]
+        body: KernelPromptBody = parse_body(self.request.body, KernelPromptBody)
+        try:
+            blocks = body.blocks()
+        except ValueError as exc:
+            raise web.HTTPError(400, str(exc)) from None
+        session = await self.open_for(body.model_dump())
+        if body.context and body.context.get("kind") == "cells-above":
+            extra = await cells_above_block(self.hub, session, body.context.get("cell_id"))
+            if extra is not None:
+                blocks = [*blocks, extra]
         self.extensionapp.check_prompt(blocks)
         after = session.seq
         try:
             turn_id = await self.hub.prompt(session, blocks)
         except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
+            raise http_error(exc) from None
         self.send({"turn_id": turn_id, "after": after, "session": self.hub.describe(session)}, 202)
-
-    async def cells_above(self, session: NotebookSession, cell_id: Any) -> str:
-        """The notebook's cells above the running one (as saved), for agents without notebook tools."""
-        cm = self.serverapp.contents_manager
-        try:
-            model = await ensure_async(cm.get(session.notebook, content=True, type="notebook"))
-        except Exception as exc:
-            self.log.info("jupyter_acp: no context for %s: %s", session.notebook, exc)
-            return ""
-        cells = (model.get("content") or {}).get("cells") or []
-        ids = [c.get("id") for c in cells]
-        if isinstance(cell_id, str) and cell_id in ids:
-            cells = cells[: ids.index(cell_id)]
-        parts = []
-        for i, cell in enumerate(cells):
-            source = cell.get("source") or ""
-            if isinstance(source, list):
-                source = "".join(source)
-            if not source.strip():
-                continue
-            fence = "```python" if cell.get("cell_type") == "code" else "```markdown"
-            parts.append(f"Cell {i} ({cell.get('cell_type')}, id {cell.get('id')}):\n{fence}\n{source}\n```")
-        text = "\n\n".join(parts)
-        if len(text) > CONTEXT_CHARS:
-            text = "…" + text[-CONTEXT_CHARS:]
-        return text
-
-    def context_block(self, session: NotebookSession, text: str) -> dict[str, Any]:
-        conn = self.hub.connections.get(session.agent)
-        caps = ((conn.init_result if conn else None) or {}).get("agentCapabilities") or {}
-        header = f"Cells above the prompt in notebook {session.notebook}:\n\n"
-        if (caps.get("promptCapabilities") or {}).get("embeddedContext"):
-            uri = "file://" + os.path.join(self.serverapp.root_dir, session.notebook)
-            return {"type": "resource", "resource": {"uri": uri, "mimeType": "text/markdown", "text": header + text}}
-        return {"type": "text", "text": header + text}
 
 
 class SessionHandler(KernelHandler):
@@ -339,7 +291,7 @@ class PermissionHandler(KernelHandler):
         try:
             self.hub.answer_permission(session, request_id, option_id)
         except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
+            raise http_error(exc) from None
         self.send({"request_id": request_id, "option_id": option_id})
 
 

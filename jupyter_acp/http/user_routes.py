@@ -13,59 +13,25 @@ from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel
 from tornado import web, websocket
 
 from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.hub import HubError, NotebookSession, SessionHub, encode
 from ..sessions.store import cap_event
+from .base import (
+    ConfigBody,
+    ModeBody,
+    OpenSessionBody,
+    PermissionBody,
+    PromptBody,
+    http_error,
+    hub_errors,
+    parse_body,
+)
 
 #: largest WebSocket frame of events (one event bigger than this, up to max_event_bytes, goes alone)
 FRAME_BYTES = 256 * 1024
-
-
-# -- request bodies ------------------------------------------------------------------------------
-class OpenSessionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    notebook: str
-    agent: str | None = None
-
-
-class PromptBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: str | None = None
-    prompt: list[dict[str, Any]] | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> PromptBody:
-        if (self.text is None) == (self.prompt is None):
-            raise ValueError("give either 'text' or 'prompt' (a list of ACP content blocks)")
-        return self
-
-    def blocks(self) -> list[dict[str, Any]]:
-        if self.text is not None:
-            return [{"type": "text", "text": self.text}]
-        assert self.prompt is not None
-        for block in self.prompt:
-            if not isinstance(block.get("type"), str):
-                raise ValueError("every content block needs a 'type'")
-        return self.prompt
-
-
-class ModeBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    mode_id: str = Field(min_length=1)
-
-
-class ConfigBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    config_id: str = Field(min_length=1)
-    value: str | bool
-
-
-class PermissionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    option_id: str = Field(min_length=1)
 
 
 # -- base ----------------------------------------------------------------------------------------
@@ -82,21 +48,13 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         return self.extensionapp.hub
 
     def parse(self, model: type[BaseModel]) -> Any:
-        try:
-            data = json.loads(self.request.body or b"{}")
-        except ValueError:
-            raise web.HTTPError(400, "the body is not JSON") from None
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-            raise web.HTTPError(400, errors) from None
+        return parse_body(self.request.body, model)
 
     def session(self, session_id: str) -> NotebookSession:
         try:
             return self.hub.get(session_id)
         except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
+            raise http_error(exc) from None
 
     async def described(self, session: NotebookSession) -> dict[str, Any]:
         """A session as the API shows it, with the notebook's current kernel looked up now."""
@@ -105,20 +63,6 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
     def send(self, payload: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(payload))
-
-
-def hub_errors(method: Any) -> Any:
-    """Turn a HubError into an HTTP error with the same message."""
-
-    async def wrapper(self: BaseHandler, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await method(self, *args, **kwargs)
-        except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
-
-    wrapper.__name__ = method.__name__
-    wrapper.__doc__ = method.__doc__
-    return wrapper
 
 
 # -- routes --------------------------------------------------------------------------------------
@@ -293,7 +237,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         try:
             self._session = self.hub.get(kwargs["session_id"])
         except HubError as exc:
-            raise web.HTTPError(exc.status, str(exc)) from None
+            raise http_error(exc) from None
         try:
             self._after = int(self.get_query_argument("after", "0"))
         except ValueError:
