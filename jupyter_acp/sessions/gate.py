@@ -345,7 +345,7 @@ class Gate:
             return error_result(str(refusal), kind=refusal.kind, structured={"rule": refusal.rule})
         self.hub.count_tool_call(session)
         with self.hub.serving(session):
-            result = await tools.call(ctx, name, arguments)
+            result = await tools.run(ctx, tool, arguments)  # checked above: not again
         refused = result.get("isError") and (result.get("structuredContent") or {}).get("rule")
         self.audit(session, action, "refused" if refused else "allowed", str(refused or ctx.approval or how))
         return result

@@ -470,7 +470,12 @@ class TranscriptStore:
     ) -> list[dict[str, Any]]:
         """Events with seq > after, oldest first: at most ``limit`` of them and about ``max_bytes``."""
         sql = "SELECT data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq"
-        args: tuple[Any, ...] = (session_id, after)
+        return self._query_page(sql, (session_id, after), limit, max_bytes)
+
+    def _query_page(
+        self, sql: str, args: tuple[Any, ...], limit: int | None, max_bytes: int | None
+    ) -> list[dict[str, Any]]:
+        """One page of a query's rows (``limit`` rows at most, about ``max_bytes``), in the query's order."""
         if limit is not None:
             sql += " LIMIT ?"
             args += (limit,)
@@ -488,18 +493,7 @@ class TranscriptStore:
     ) -> list[dict[str, Any]]:
         """The newest events with seq < before (at most ``limit``, about ``max_bytes``), oldest first."""
         sql = "SELECT data FROM events WHERE session_id = ? AND seq < ? ORDER BY seq DESC"
-        args: tuple[Any, ...] = (session_id, before)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args += (limit,)
-        try:
-            cursor = self.db.execute(sql, args)
-            try:
-                page = self._page(cursor, max_bytes)
-            finally:
-                cursor.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"could not read the transcript: {exc}") from exc
+        page = self._query_page(sql, (session_id, before), limit, max_bytes)
         page.reverse()
         return page
 

@@ -191,6 +191,11 @@ class ToolSurface:
         problem = tool.validate(arguments)
         if problem is not None:
             return error_result(f"invalid arguments for {name}: {problem}", kind="invalid_arguments")
+        return await self.run(ctx, tool, arguments)
+
+    async def run(self, ctx: ToolContext, tool: ToolDef, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run a tool whose availability and arguments were checked (by ``call``, or by the one gate)."""
+        name = tool.name
         try:
             if tool.own_timeouts:
                 return await tool.executor(ctx, arguments)
