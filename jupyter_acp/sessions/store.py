@@ -11,15 +11,16 @@ stored JSON is capped (long text fields cut, the cut said), a session past its b
 oldest turns' agent updates compacted into one notice, and every read is a page (count and bytes)
 read with ``LIMIT``, never the whole history.  A session belongs to one server root (the root's real
 path): two projects sharing this per-user store never see each other's conversations.
+
+Split by job: this module is the transcript (sessions, events, compaction, pages); ``store_file.py`` the
+file (schema, migration, private permissions, transactions); ``store_cap.py`` the bound on one event.
+The names the rest of the package imports from here stay importable from here.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import posixpath
 import sqlite3
-import stat
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -27,133 +28,24 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..protocol import codec
+from .store_cap import MiB, cap_event, human, text_bytes
+from .store_file import SCHEMA, SIDE_FILES, VERSION, StoreError, StoreFile, root_of
+
+__all__ = [
+    "MiB",
+    "SCHEMA",
+    "SIDE_FILES",
+    "VERSION",
+    "SessionRecord",
+    "StoreError",
+    "TranscriptStore",
+    "cap_event",
+    "human",
+    "root_of",
+    "text_bytes",
+]
 
 log = logging.getLogger(__name__)
-
-#: the schema version this code writes (``PRAGMA user_version``); 0 is the store before roots
-VERSION = 1
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    notebook TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    acp_session_id TEXT,
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    root TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS events (
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    size INTEGER,
-    data TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
-"""
-
-#: files SQLite keeps next to the database
-SIDE_FILES = ("-wal", "-shm", "-journal")
-
-MiB = 1024 * 1024
-
-
-def human(n: int) -> str:
-    """A byte count as people read it: 900 B, 250 KiB, 3.8 MiB."""
-    if n < 1024:
-        return f"{n} B"
-    if n < MiB:
-        return f"{n / 1024:.0f} KiB"
-    return f"{n / MiB:.1f} MiB"
-
-
-def text_bytes(text: str) -> int:
-    """UTF-8 size of a string; free for ASCII (``isascii`` is a flag lookup)."""
-    return len(text) if text.isascii() else len(text.encode())
-
-
-def root_of(cwd: str, notebook: str) -> str:
-    """The server root a pre-root session came from: its cwd minus the notebook's folder ("" if unknown)."""
-    if not cwd or not os.path.isabs(cwd):
-        return ""
-    folder = posixpath.dirname(notebook).strip("/")
-    cwd = os.path.normpath(cwd)
-    if not folder:
-        return os.path.realpath(cwd)
-    suffix = os.sep + folder.replace("/", os.sep)
-    if not cwd.endswith(suffix):
-        return ""
-    return os.path.realpath(cwd[: -len(suffix)] or os.sep)
-
-
-# -- capping one event ---------------------------------------------------------------------------
-def _string_leaves(value: Any, out: list[tuple[Any, Any, str]]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(v, str):
-                out.append((value, k, v))
-            elif isinstance(v, (dict, list)):
-                _string_leaves(v, out)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            if isinstance(v, str):
-                out.append((value, i, v))
-            elif isinstance(v, (dict, list)):
-                _string_leaves(v, out)
-
-
-def _copy(value: Any) -> Any:
-    """A copy of the containers; strings are shared (immutable)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-def cap_event(event: dict[str, Any], text: str, max_bytes: int) -> tuple[dict[str, Any], str]:
-    """The event (and its JSON) within ``max_bytes``: long strings cut, each cut marked.
-
-    Marked ``… [cut: 3.5 MiB not kept]`` at the place of the cut, so a reader (and the agent, when the
-    history seeds a new session) knows text is missing.  An event that is big for another reason (a
-    huge list of small strings) keeps its scalar fields and says it was cut.
-    """
-    size = text_bytes(text)
-    if max_bytes <= 0 or size <= max_bytes:
-        return event, text
-    ev = _copy(event)
-    for _ in range(4):
-        excess = size - max_bytes + 256  # room for the markers
-        leaves: list[tuple[Any, Any, str]] = []
-        _string_leaves(ev, leaves)
-        leaves.sort(key=lambda leaf: -len(leaf[2]))
-        for container, key, value in leaves:
-            if excess <= 0 or len(value) <= 1024:
-                break
-            keep = max(512, len(value) - excess)
-            if keep >= len(value):
-                continue
-            removed = value[keep:]
-            gone = text_bytes(removed)
-            container[key] = value[:keep] + f"… [cut: {human(gone)} not kept]"
-            excess -= gone - 40
-        text = codec.dumps(ev)
-        size = text_bytes(text)
-        if size <= max_bytes:
-            return ev, text
-    stub: dict[str, Any] = {k: v for k, v in event.items() if not isinstance(v, (dict, list))}
-    update = event.get("update")
-    if isinstance(update, dict):
-        stub["update"] = {
-            k: v
-            for k, v in update.items()
-            if isinstance(v, (int, float, bool)) or (isinstance(v, str) and len(v) <= 256)
-        }
-    stub = {k: (v[:256] + "…" if isinstance(v, str) and len(v) > 256 else v) for k, v in stub.items()}
-    stub["cut"] = f"[cut: an event of {human(text_bytes(codec.dumps(event)))} not kept] (JupyterACP.max_event_bytes)"
-    return stub, codec.dumps(stub)
 
 
 class SessionRecord(BaseModel):
@@ -170,144 +62,15 @@ class SessionRecord(BaseModel):
     root: str = ""
 
 
-class StoreError(Exception):
-    """The store could not save; the message says why (disk full, locked, ...)."""
+class TranscriptStore(StoreFile):
+    """Sessions and their events: append (capped), compact past the byte cap, read in pages."""
 
-
-class TranscriptStore:
     def __init__(self, path: str, *, max_event_bytes: int = 256 * 1024, max_session_bytes: int = 64 * MiB) -> None:
-        self.path = path
-        self._db: sqlite3.Connection | None = None
-        self._dirty = False
+        super().__init__(path)
         #: one event's stored JSON is cut to this (0: no cap)
         self.max_event_bytes = max_event_bytes
         #: a session's history past this has its oldest turns compacted when a turn ends (0: no cap)
         self.max_session_bytes = max_session_bytes
-        #: what opening the store found and did (repaired permissions, migration), for the log and the user
-        self.notices: list[str] = []
-        self._bytes: dict[str, int] = {}
-
-    # -- opening: private, migrated ----------------------------------------------------------------
-    def open(self) -> None:
-        private = self.path != ":memory:" and not self.path.startswith("file:")
-        if private:
-            self._private_folder()
-        old_umask = os.umask(0o077) if private else None
-        try:
-            # a short busy timeout: a store locked by another server must not stall the event loop
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.05)
-            db.execute("PRAGMA busy_timeout = 5000")  # opening and migrating may wait for another server
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(SCHEMA)
-            self._migrate(db)
-            db.execute("PRAGMA busy_timeout = 50")
-        finally:
-            if old_umask is not None:
-                os.umask(old_umask)
-        self._db = db
-        if private:
-            self._private_files()
-
-    def _private_folder(self) -> None:
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(folder):
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            os.chmod(folder, 0o700)
-            return
-        st = os.stat(folder)
-        if not stat.S_IMODE(st.st_mode) & 0o077:
-            return
-        name = os.path.basename(self.path)
-        ours = {name, *(name + side for side in SIDE_FILES)}
-        others = [f for f in os.listdir(folder) if f not in ours]
-        mode = oct(stat.S_IMODE(st.st_mode))
-        if (
-            st.st_uid == os.getuid()
-            and not st.st_mode & stat.S_ISVTX
-            and (not others or os.path.basename(folder) == "jupyter_acp")
-        ):
-            os.chmod(folder, 0o700)
-            self._notice(
-                f"the transcript store's folder {folder} was readable by other users (mode {mode}); "
-                "it is private now (0700)"
-            )
-        else:
-            self._notice(
-                f"the transcript store's folder {folder} (mode {mode}) is open to other users and holds "
-                "other files, so it is left as it is; the store's own files are private (0600). "
-                "Set JupyterACP.store_path to a folder of its own to hide even their names"
-            )
-
-    def _private_files(self) -> None:
-        loose = []
-        for f in (self.path, *(self.path + side for side in SIDE_FILES)):
-            try:
-                st = os.stat(f)
-            except FileNotFoundError:
-                continue
-            if stat.S_IMODE(st.st_mode) & 0o077:
-                loose.append(f"{os.path.basename(f)} ({oct(stat.S_IMODE(st.st_mode))})")
-                os.chmod(f, 0o600)
-        if loose:
-            self._notice(
-                f"transcript store files were readable by other users: {', '.join(loose)}; they are private now (0600)"
-            )
-
-    def _notice(self, text: str) -> None:
-        self.notices.append(text)
-        log.warning("jupyter_acp: %s", text)
-
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        """Bring an older store to this schema: sessions get their root, events their size."""
-        if db.execute("PRAGMA user_version").fetchone()[0] >= VERSION:
-            return
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if db.execute("PRAGMA user_version").fetchone()[0] >= VERSION:  # another server was first
-                db.execute("COMMIT")
-                return
-            columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
-            if "root" not in columns:
-                db.execute("ALTER TABLE sessions ADD COLUMN root TEXT NOT NULL DEFAULT ''")
-                rows = db.execute("SELECT id, notebook, cwd FROM sessions").fetchall()
-                unknown = 0
-                for sid, notebook, cwd in rows:
-                    root = root_of(cwd, notebook)
-                    unknown += not root
-                    db.execute("UPDATE sessions SET root = ? WHERE id = ?", (root, sid))
-                if rows:
-                    self.notices.append(
-                        f"transcript store migrated: {len(rows)} sessions now belong to their project root"
-                        + (f" ({unknown} of no known root are kept but never shown)" if unknown else "")
-                    )
-                    log.info("jupyter_acp: %s", self.notices[-1])
-            if "size" not in {r[1] for r in db.execute("PRAGMA table_info(events)")}:
-                db.execute("ALTER TABLE events ADD COLUMN size INTEGER")  # old rows: NULL, measured when needed
-            db.execute("DROP INDEX IF EXISTS sessions_notebook_agent")
-            db.execute(
-                "CREATE UNIQUE INDEX IF NOT EXISTS sessions_root_notebook_agent ON sessions (root, notebook, agent)"
-            )
-            db.execute(f"PRAGMA user_version = {VERSION}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-    def close(self) -> None:
-        if self._db is not None:
-            try:
-                self.commit()
-            except StoreError:
-                pass
-            self._db.close()
-            self._db = None
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise StoreError("the transcript store is not open")
-        return self._db
 
     # -- sessions --------------------------------------------------------------------------------
     def save_session(self, rec: SessionRecord) -> None:
@@ -515,33 +278,3 @@ class TranscriptStore:
         except sqlite3.Error as exc:
             raise StoreError(f"could not read the transcript: {exc}") from exc
         return int(row[0] or 0)
-
-    # -- transactions ----------------------------------------------------------------------------
-    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
-        db = self.db
-        try:
-            if not self._dirty:
-                db.execute("BEGIN")
-                self._dirty = True
-            db.execute(sql, args)
-        except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreError(f"could not save the transcript: {exc}") from exc
-
-    def commit(self) -> None:
-        if not self._dirty or self._db is None:
-            return
-        try:
-            self._db.execute("COMMIT")
-            self._dirty = False
-        except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreError(f"could not save the transcript: {exc}") from exc
-
-    def _rollback(self) -> None:
-        self._dirty = False
-        self._bytes.clear()  # counted sizes may include what was rolled back: measure again
-        try:
-            self.db.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass

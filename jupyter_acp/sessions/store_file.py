@@ -1,0 +1,229 @@
+"""The store's file: the SQLite schema, migrating older stores, keeping the files private, transactions.
+
+Apart from the transcript (``store.py``: sessions, events, compaction, pages) because this part is about the
+file on disk and its history of schemas, not about conversations: opening makes the folder 0700 and the files
+(the database and SQLite's ``-wal`` and ``-shm``) 0600, repairing a looser store and saying so; an older store
+is migrated in one transaction (another server may be first).  Writes are staged in one transaction per
+event-loop tick (``commit``); a failure rolls back and raises :class:`StoreError` with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import sqlite3
+import stat
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: the schema version this code writes (``PRAGMA user_version``); 0 is the store before roots
+VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    notebook TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    acp_session_id TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    root TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    size INTEGER,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"""
+
+#: files SQLite keeps next to the database
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def root_of(cwd: str, notebook: str) -> str:
+    """The server root a pre-root session came from: its cwd minus the notebook's folder ("" if unknown)."""
+    if not cwd or not os.path.isabs(cwd):
+        return ""
+    folder = posixpath.dirname(notebook).strip("/")
+    cwd = os.path.normpath(cwd)
+    if not folder:
+        return os.path.realpath(cwd)
+    suffix = os.sep + folder.replace("/", os.sep)
+    if not cwd.endswith(suffix):
+        return ""
+    return os.path.realpath(cwd[: -len(suffix)] or os.sep)
+
+
+class StoreError(Exception):
+    """The store could not save; the message says why (disk full, locked, ...)."""
+
+
+class StoreFile:
+    """The SQLite file of :class:`~jupyter_acp.sessions.store.TranscriptStore`: open, migrate, private, commit."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._dirty = False
+        #: what opening the store found and did (repaired permissions, migration), for the log and the user
+        self.notices: list[str] = []
+        #: bytes of each session's stored events, counted as they are added (see ``session_bytes``)
+        self._bytes: dict[str, int] = {}
+
+    # -- opening: private, migrated ----------------------------------------------------------------
+    def open(self) -> None:
+        private = self.path != ":memory:" and not self.path.startswith("file:")
+        if private:
+            self._private_folder()
+        old_umask = os.umask(0o077) if private else None
+        try:
+            # a short busy timeout: a store locked by another server must not stall the event loop
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0.05)
+            db.execute("PRAGMA busy_timeout = 5000")  # opening and migrating may wait for another server
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(SCHEMA)
+            self._migrate(db)
+            db.execute("PRAGMA busy_timeout = 50")
+        finally:
+            if old_umask is not None:
+                os.umask(old_umask)
+        self._db = db
+        if private:
+            self._private_files()
+
+    def _private_folder(self) -> None:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            os.chmod(folder, 0o700)
+            return
+        st = os.stat(folder)
+        if not stat.S_IMODE(st.st_mode) & 0o077:
+            return
+        name = os.path.basename(self.path)
+        ours = {name, *(name + side for side in SIDE_FILES)}
+        others = [f for f in os.listdir(folder) if f not in ours]
+        mode = oct(stat.S_IMODE(st.st_mode))
+        if (
+            st.st_uid == os.getuid()
+            and not st.st_mode & stat.S_ISVTX
+            and (not others or os.path.basename(folder) == "jupyter_acp")
+        ):
+            os.chmod(folder, 0o700)
+            self._notice(
+                f"the transcript store's folder {folder} was readable by other users (mode {mode}); "
+                "it is private now (0700)"
+            )
+        else:
+            self._notice(
+                f"the transcript store's folder {folder} (mode {mode}) is open to other users and holds "
+                "other files, so it is left as it is; the store's own files are private (0600). "
+                "Set JupyterACP.store_path to a folder of its own to hide even their names"
+            )
+
+    def _private_files(self) -> None:
+        loose = []
+        for f in (self.path, *(self.path + side for side in SIDE_FILES)):
+            try:
+                st = os.stat(f)
+            except FileNotFoundError:
+                continue
+            if stat.S_IMODE(st.st_mode) & 0o077:
+                loose.append(f"{os.path.basename(f)} ({oct(stat.S_IMODE(st.st_mode))})")
+                os.chmod(f, 0o600)
+        if loose:
+            self._notice(
+                f"transcript store files were readable by other users: {', '.join(loose)}; they are private now (0600)"
+            )
+
+    def _notice(self, text: str) -> None:
+        self.notices.append(text)
+        log.warning("jupyter_acp: %s", text)
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Bring an older store to this schema: sessions get their root, events their size."""
+        if db.execute("PRAGMA user_version").fetchone()[0] >= VERSION:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("PRAGMA user_version").fetchone()[0] >= VERSION:  # another server was first
+                db.execute("COMMIT")
+                return
+            columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
+            if "root" not in columns:
+                db.execute("ALTER TABLE sessions ADD COLUMN root TEXT NOT NULL DEFAULT ''")
+                rows = db.execute("SELECT id, notebook, cwd FROM sessions").fetchall()
+                unknown = 0
+                for sid, notebook, cwd in rows:
+                    root = root_of(cwd, notebook)
+                    unknown += not root
+                    db.execute("UPDATE sessions SET root = ? WHERE id = ?", (root, sid))
+                if rows:
+                    self.notices.append(
+                        f"transcript store migrated: {len(rows)} sessions now belong to their project root"
+                        + (f" ({unknown} of no known root are kept but never shown)" if unknown else "")
+                    )
+                    log.info("jupyter_acp: %s", self.notices[-1])
+            if "size" not in {r[1] for r in db.execute("PRAGMA table_info(events)")}:
+                db.execute("ALTER TABLE events ADD COLUMN size INTEGER")  # old rows: NULL, measured when needed
+            db.execute("DROP INDEX IF EXISTS sessions_notebook_agent")
+            db.execute(
+                "CREATE UNIQUE INDEX IF NOT EXISTS sessions_root_notebook_agent ON sessions (root, notebook, agent)"
+            )
+            db.execute(f"PRAGMA user_version = {VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        if self._db is not None:
+            try:
+                self.commit()
+            except StoreError:
+                pass
+            self._db.close()
+            self._db = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError("the transcript store is not open")
+        return self._db
+
+    # -- transactions ----------------------------------------------------------------------------
+    def _write(self, sql: str, args: tuple[Any, ...]) -> None:
+        db = self.db
+        try:
+            if not self._dirty:
+                db.execute("BEGIN")
+                self._dirty = True
+            db.execute(sql, args)
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise StoreError(f"could not save the transcript: {exc}") from exc
+
+    def commit(self) -> None:
+        if not self._dirty or self._db is None:
+            return
+        try:
+            self._db.execute("COMMIT")
+            self._dirty = False
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise StoreError(f"could not save the transcript: {exc}") from exc
+
+    def _rollback(self) -> None:
+        self._dirty = False
+        self._bytes.clear()  # counted sizes may include what was rolled back: measure again
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
