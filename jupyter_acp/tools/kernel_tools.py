@@ -8,9 +8,9 @@ from typing import Any
 
 from ..frontend import NoTab, TabError
 from ..kernels import KernelTimeout, KernelUnavailable, clip
-from .notebook_tools import gate, has_kernel
+from .notebook_shared import has_kernel
 from .render import error_of, image_refs, render_outputs
-from .services import ToolServices
+from .services import ToolServices, gate
 from .surface import ToolContext, ToolDef, error_result, text_result
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

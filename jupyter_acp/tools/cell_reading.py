@@ -1,0 +1,197 @@
+"""Reading tools: the notebook's outline and its cells' sources and outputs, changing nothing.
+
+Split from ``notebook_tools`` so the tools that only read (and are offered even on a read-only
+notebook) sit apart from the ones that change it; each tool's definition is next to its executor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from .notebook_shared import ID_LIST, _svc
+from .render import first_line, image_refs, output_summary, render_outputs
+from .surface import ToolContext, ToolDef, error_result, text_result
+
+
+# -- outline -----------------------------------------------------------------------------------------
+async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = _svc(ctx)
+    nb = await svc.notebooks.open(ctx.notebook)
+    cells = nb.cells()
+    start = max(int(args.get("start", 0)), 0)
+    limit = int(args.get("limit", 100))
+    kernel: dict[str, Any] | None = None
+    kid = await ctx.kernel_id()
+    if kid is not None:
+        kernel = {
+            "id": kid,
+            "name": svc.kernels.kernel_name(kid),
+            "language": await svc.kernels.language_async(kid),
+            "state": svc.kernels.execution_state(kid),
+        }
+    rows = []
+    lines = []
+    for i, c in enumerate(cells[start : start + limit], start):
+        src = c.get("source", "")
+        outs = c.get("outputs") or []
+        row = {
+            "id": c.get("id"),
+            "index": i,
+            "type": c.get("cell_type"),
+            "execution_count": c.get("execution_count"),
+            "first_line": first_line(src),
+            "line_count": src.count("\n") + 1 if src else 0,
+            "outputs": output_summary(outs),
+        }
+        rows.append(row)
+        exec_part = f" [{row['execution_count']}]" if row["execution_count"] is not None else ""
+        out_part = f" -> {row['outputs']}" if row["outputs"] else ""
+        lines.append(
+            f"{i:>3} {row['id']} {row['type']}{exec_part} ({row['line_count']} lines) {row['first_line']!r}{out_part}"
+        )
+    end = start + len(rows)
+    header = [
+        f"notebook: {ctx.notebook} ({len(cells)} cells, {'unsaved changes' if nb.dirty() else 'saved'}; via {nb.kind})",
+        "kernel: "
+        + (
+            f"{kernel['name']} ({kernel['language']}, {kernel['state']})"
+            if kernel
+            else "none (no variable or execution tools)"
+        ),
+        f"cells {start}..{end - 1}:" if rows else "no cells in this range",
+    ]
+    if end < len(cells):
+        lines.append(f"… {len(cells) - end} more cells: call again with start={end}")
+    structured = {
+        "path": ctx.notebook,
+        "kernel": kernel,
+        "dirty": nb.dirty(),
+        "cell_count": len(cells),
+        "start": start,
+        "next_start": end if end < len(cells) else None,
+        "cells": rows,
+        "via": nb.kind,
+    }
+    return text_result("\n".join(header + lines), structured)
+
+
+# -- read ----------------------------------------------------------------------------------------------
+async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = _svc(ctx)
+    nb = await svc.notebooks.open(ctx.notebook)
+    cells = nb.cells()
+    ids = args.get("cell_ids")
+    if ids:
+        by_id = {c.get("id"): (i, c) for i, c in enumerate(cells)}
+        missing = [cid for cid in ids if cid not in by_id]
+        if missing:
+            return error_result(
+                f"no cell with id {', '.join(map(repr, missing))} in {ctx.notebook}; call client_notebook_outline for the current ids",
+                kind="not_found",
+            )
+        chosen = [by_id[cid] for cid in ids]
+    else:
+        start = max(int(args.get("start", 0)), 0)
+        end = int(args.get("end", start + 10))
+        chosen = [(i, cells[i]) for i in range(start, min(end, len(cells)))]
+        if not chosen:
+            return error_result(
+                f"no cells in index range {start}..{end} (the notebook has {len(cells)})", kind="not_found"
+            )
+    budget = int(args.get("output_budget", svc.config.output_budget))
+    total_budget = int(args.get("max_chars", 40_000))
+    include_outputs = args.get("include_outputs", True)
+    images: list[dict[str, Any]] = []
+    parts: list[str] = []
+    structured_cells = []
+    stopped = ""
+    used = 0
+    for i, c in chosen:
+        src = c.get("source", "")
+        cid = c.get("id")
+        exec_part = f" [{c.get('execution_count')}]" if c.get("execution_count") is not None else ""
+        block = f"--- cell {i} id={cid} {c.get('cell_type')}{exec_part}\n{src}"
+        outputs_text = None
+        first_image = len(images)
+        if include_outputs and c.get("outputs"):
+            outputs_text = render_outputs(c["outputs"], budget, images)
+            block += "\n--- outputs\n" + outputs_text
+        if used + len(block) > total_budget and parts:
+            note = f"… stopped before cell {i} (id={cid}): the answer reached {total_budget} characters; read it alone"
+            parts.append(note)
+            stopped = note
+            del images[first_image:]
+            break
+        parts.append(block)
+        used += len(block)
+        svc.saw(ctx.session.id, cast(str, cid), src)
+        entry = {
+            "id": cid,
+            "index": i,
+            "type": c.get("cell_type"),
+            "source": src,
+            "execution_count": c.get("execution_count"),
+        }
+        if outputs_text is not None:
+            # some agents (codex, claude) show the model only structuredContent: outputs must be there too
+            entry["outputs"] = outputs_text
+            refs = image_refs(images, first_image)
+            if refs:
+                entry["images"] = refs
+        structured_cells.append(entry)
+    structured: dict[str, Any] = {"cells": structured_cells}
+    if stopped:
+        structured["stopped"] = stopped
+    result = text_result("\n".join(parts), structured)
+    result["content"].extend(images)
+    return result
+
+
+def reading_tools() -> list[ToolDef]:
+    return [
+        ToolDef(
+            name="client_notebook_outline",
+            title="Notebook outline",
+            description=(
+                "Outline of the notebook this conversation is bound to: its path, kernel (name, language, state), "
+                "whether it has unsaved changes, and per cell its id, index, type, execution count, first line, line "
+                "count and a summary of its outputs (kinds, error names). Paged: pass start/limit for big notebooks. "
+                "Start here; then read cells by id with client_read_cells."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "start": {"type": "integer", "minimum": 0, "description": "first cell index (default 0)"},
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 500,
+                        "description": "cells per page (default 100)",
+                    },
+                },
+                "additionalProperties": False,
+            },
+            executor=notebook_outline,
+        ),
+        ToolDef(
+            name="client_read_cells",
+            title="Read cells",
+            description=(
+                "Full source and outputs of cells, by id (cell_ids) or by index range (start, end exclusive). Text "
+                "outputs are trimmed to output_budget characters each with a note of what was cut; images come as "
+                "image blocks; errors with their traceback. Read a cell before replacing its whole source."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "cell_ids": ID_LIST,
+                    "start": {"type": "integer", "minimum": 0},
+                    "end": {"type": "integer", "minimum": 0},
+                    "include_outputs": {"type": "boolean", "description": "default true"},
+                    "output_budget": {"type": "integer", "minimum": 100, "maximum": 100000},
+                },
+                "additionalProperties": False,
+            },
+            executor=read_cells,
+        ),
+    ]
