@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from typing import TYPE_CHECKING, Any, cast
 
 from ..channels import CLIENT_TOOLS
@@ -16,13 +17,19 @@ from ..protocol.client_tools import call_ids
 from ..protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
 from ..tools.files import FileRefused
 from ..tools.host import Action, Refused
-from .gate import FS_READ, FS_WRITE
+from .gate import FS_READ, FS_WRITE, TERMINAL_CREATE, TERMINAL_METHODS
+from .terminals import TerminalRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..acp.connection import AgentConnection
     from .hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
+
+
+async def _now(fn: Any, *args: Any) -> Any:
+    """A synchronous step as the gate's ``run`` (it awaits what it runs)."""
+    return fn(*args)
 
 
 class ClientEndpoint:
@@ -79,6 +86,10 @@ class ClientEndpoint:
             return await self._read_text_file(params)
         if method == FS_WRITE:
             return await self._write_text_file(params)
+        if method == TERMINAL_CREATE:
+            return await self._create_terminal(params)
+        if method in TERMINAL_METHODS:
+            return await self._terminal(method, params)
         if method == client_tools.TOOLS_LIST_METHOD:
             return await self._list_tools(params)
         tool = self.hub.tools.by_method(method)
@@ -147,6 +158,56 @@ class ClientEndpoint:
             raise self._refused(exc) from None
         except Refused as exc:
             raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
+        return {}
+
+    # -- terminals -------------------------------------------------------------------------------
+    async def _create_terminal(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``terminal/create``: checked, shown to the user (command, args, cwd) unless policy says, then started."""
+        session = self._session(params.get("sessionId"))
+        terminals = self.hub.terminals
+        shown = {k: params.get(k) for k in ("command", "args", "cwd", "env", "outputByteLimit") if k in params}
+        action = Action(TERMINAL_CREATE, TERMINAL_CREATE, shown, "acp")
+        try:
+            plan = terminals.plan(session, params)  # refused plans never reach the user as a question
+            line = shlex.join([plan["command"], *plan["args"]]) if plan["args"] else plan["command"]
+            preview = f"$ {line}\nin {plan['cwd']}"
+            if plan["env"]:
+                preview += "\nwith " + ", ".join(f"{k}={v}" for k, v in plan["env"].items())
+            terminal = await self.hub.gate.perform(
+                session,
+                action,
+                lambda: _now(terminals.create, session, plan),
+                title=f"Run {line[:200]}",
+                kind="execute",
+                destructive=True,
+                preview=preview,
+            )
+        except TerminalRefused as exc:
+            self.hub.gate.audit(session, action, "refused", exc.rule, str(exc))
+            raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
+        except Refused as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
+        return {"terminalId": terminal.id}
+
+    async def _terminal(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``terminal/output|wait_for_exit|kill|release``: only on this session's own terminals."""
+        session = self._session(params.get("sessionId"))
+        terminals = self.hub.terminals
+        try:
+            terminal = terminals.get(session, params.get("terminalId"))
+        except TerminalRefused as exc:
+            action = Action("terminal", method, {"terminalId": params.get("terminalId")}, "acp")
+            self.hub.gate.audit(session, action, "refused", exc.rule, str(exc))
+            raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
+        if method == "terminal/output":
+            return terminals.output(terminal)
+        if method == "terminal/wait_for_exit":
+            with self.hub.serving(session):  # the agent waits on the command, not hangs
+                return await terminals.wait_for_exit(terminal)
+        if method == "terminal/kill":
+            await terminals.kill(terminal)
+            return {}
+        await terminals.release(terminal)
         return {}
 
     # -- client tools ----------------------------------------------------------------------------

@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 #: the powers an agent has besides the client tools (a tool's power is "tool")
 FS_READ = "fs/read_text_file"
 FS_WRITE = "fs/write_text_file"
+#: an agent's command in a client terminal (kind ``execute``: asked by default, like the destructive tools)
+TERMINAL_CREATE = "terminal/create"
+#: the terminal methods that act on a terminal the session already has (no approval: the id must be the session's)
+TERMINAL_METHODS = ("terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release")
 POLICIES = ("ask", "auto", "deny")
 
 

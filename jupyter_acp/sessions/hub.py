@@ -29,6 +29,7 @@ from .gate import Gate
 from .model import HubError, NotebookSession, PendingPermission, Subscriber, Turn, TurnTimeout, encode
 from .permissions import Permissions
 from .store import SessionRecord, StoreError, TranscriptStore
+from .terminals import TerminalService
 from .turns import Turns
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,6 +74,8 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions):
         self._file_rules: FileRules | None = None
         self.follower = ToolListFollower(self, kernel_wait=getattr(app, "kernel_start_wait", 10.0))
         self.gate = Gate(self, tools.services.config if tools.services is not None else None)
+        #: agents' commands in Jupyter terminals (``terminal/*``)
+        self.terminals = TerminalService(self)
         #: the server root's real path: a session belongs to a notebook of this root, and only its
         #: sessions are loaded (two projects sharing the per-user store never see each other's)
         self.root = os.path.realpath(self.serverapp.root_dir)
@@ -198,6 +201,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions):
 
     async def stop(self) -> None:
         self._closing = True
+        await self.terminals.stop()
         for session in self.sessions.values():
             self._cancel_pending_permissions(session)
         for task in list(self._tasks):
@@ -207,6 +211,11 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions):
         if self.mcp_host is not None:
             self.mcp_host.stop()
         self._flush()
+
+    async def reset(self, session: NotebookSession) -> NotebookSession:
+        """A new conversation: the agent's terminals of the old one end first (see ``Turns.reset``)."""
+        await self.terminals.end_session(session, "the conversation was reset")
+        return await super().reset(session)
 
     def kill_agents_now(self) -> None:
         for conn in self.connections.values():

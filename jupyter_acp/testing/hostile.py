@@ -18,6 +18,12 @@ turn are only in the report). Actions:
   {"do": "flood", "n": N, "size": S}                        N message chunks of S bytes
   {"do": "later", "delay": S, "actions": [...]}             the actions again, S seconds after this turn ended
   {"do": "say", "text": T}                                  one message chunk
+  {"do": "terminal", "method": M, "params": {...}, "as"?: V} ``terminal/M`` (create, output, wait_for_exit, kill,
+                                                            release) with this session's id unless params name
+                                                            one; ``as`` keeps the answer's terminalId as ``$V``
+  {"do": "sleep", "seconds": S}                             wait (a command runs meanwhile)
+
+Strings ``"$V"`` anywhere in an action are replaced by what ``as`` kept (``$sid``: this session's id).
 
 It acknowledges both client-tools discovery modes and HTTP MCP, so every channel can be tried. In request
 discovery it asks ``_org.mini-me/tools/list`` at session/new and session/resume (``--no-resume``: it offers no
@@ -45,6 +51,8 @@ class HostileAgent:
         self.discovery: str | None = None
         self.mcp: dict[str, list[Any]] = {}
         self.tools: dict[str, dict[str, Any]] = {}
+        #: values kept by ``as`` (terminal ids), for ``$name`` in later actions
+        self.vars: dict[str, Any] = {}
 
     def handle_notification(self, method: str, params: Any) -> None:
         return None
@@ -141,8 +149,27 @@ class HostileAgent:
             results.append(result)
         return results
 
+    def _subst(self, value: Any, sid: str) -> Any:
+        if isinstance(value, str) and value.startswith("$"):
+            return sid if value == "$sid" else self.vars.get(value[1:], value)
+        if isinstance(value, dict):
+            return {k: self._subst(v, sid) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._subst(v, sid) for v in value]
+        return value
+
     async def one(self, sid: str, a: dict[str, Any]) -> Any:
+        a = self._subst(a, sid)
         do = a.get("do")
+        if do == "terminal":
+            params = {"sessionId": sid, **(a.get("params") or {})}
+            answer = await self.conn.request(f"terminal/{a.get('method')}", params)
+            if a.get("as") and isinstance(answer, dict):
+                self.vars[str(a["as"])] = answer.get("terminalId")
+            return answer
+        if do == "sleep":
+            await asyncio.sleep(float(a.get("seconds", 0.5)))
+            return "slept"
         if do == "fs_read":
             params: dict[str, Any] = {"sessionId": sid, "path": a.get("path")}
             for key in ("line", "limit"):

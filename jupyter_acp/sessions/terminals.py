@@ -1,0 +1,479 @@
+"""Client terminals: an agent's ``terminal/*`` commands run in real Jupyter terminals.
+
+``terminal/create`` (once the gate allowed it) starts the agent's command in a named terminal of
+jupyter-server-terminals' manager (terminado), so the user can open that very terminal in JupyterLab
+while it runs. The command starts in the session's folder (or a folder under the server root the agent
+names), with the environment an agent gets (``JupyterACP.agent_env``: no server token, no kernel secret).
+Its output is captured into a bounded buffer (``outputByteLimit``, capped by
+``JupyterACP.terminal_output_bytes``; cut from the start at a UTF-8 character boundary) and streamed to the
+session's watchers as ``terminal_output`` events (a bounded tail, throttled). A terminal belongs to the
+notebook session that created it: any other id is refused. Terminals end with their session (reset,
+eviction, the agent's death) and with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import re
+import secrets
+import shlex
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..acp.process import NEVER_PASS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .hub import NotebookSession, SessionHub
+
+log = logging.getLogger(__name__)
+
+#: ``outputByteLimit`` when the agent names none, and the most any agent gets (``JupyterACP.terminal_output_bytes``)
+DEFAULT_OUTPUT_BYTES = 1024 * 1024
+#: terminals one notebook session may hold at once (``JupyterACP.max_terminals_per_session``)
+DEFAULT_MAX_TERMINALS = 8
+#: the tail of the output each ``terminal_output`` event carries (the card shows it; the agent reads the buffer)
+EVENT_TAIL_CHARS = 4000
+#: at most one ``terminal_output`` event per terminal this often (seconds)
+EVENT_INTERVAL = 0.2
+#: chunks of terminado's own replay buffer kept (it keeps 1,000 of up to 64 KiB: bounded here too)
+REPLAY_CHUNKS = 64
+#: variables the terminal itself sets (its size and type): kept
+TERMINAL_VARS = ("TERM", "COLUMNS", "LINES", "PYXTERM_DIMENSIONS")
+#: the longest command line (command and arguments) accepted
+MAX_COMMAND_CHARS = 64 * 1024
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+
+
+class TerminalRefused(Exception):
+    """A terminal request refused; ``rule`` names the rule, the message says what to do instead."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+def clean(text: str) -> str:
+    """Terminal output as text: line ends as ``\\n``, colour and cursor sequences dropped."""
+    return _ANSI.sub("", text.replace("\r\n", "\n"))
+
+
+class OutputBuffer:
+    """The last ``limit`` bytes of a terminal's output, cut from the start at a UTF-8 character boundary."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(0, int(limit))
+        self.data = bytearray()
+        self.truncated = False
+        self.total = 0  # bytes ever written
+
+    def write(self, text: str) -> None:
+        raw = text.encode("utf-8", errors="replace")
+        self.total += len(raw)
+        if len(raw) >= self.limit:
+            self.data = bytearray(raw[len(raw) - self.limit :]) if self.limit else bytearray()
+            self.truncated = self.truncated or len(raw) > self.limit
+        else:
+            self.data += raw
+            extra = len(self.data) - self.limit
+            if extra > 0:
+                del self.data[:extra]
+                self.truncated = True
+        # a cut in the middle of a character: drop its continuation bytes (0b10xxxxxx)
+        n = 0
+        while n < len(self.data) and n < 4 and (self.data[n] & 0xC0) == 0x80:
+            n += 1
+        if n:
+            del self.data[:n]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class AgentTerminal:
+    """One command an agent runs: its Jupyter terminal, its output, its exit."""
+
+    id: str
+    session_id: str
+    name: str
+    command: str
+    args: list[str]
+    cwd: str
+    buffer: OutputBuffer
+    pid: int | None = None
+    exit_status: dict[str, Any] | None = None
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    released: bool = False
+    killed: bool = False
+    #: the Jupyter terminal (terminado's ``PtyWithClients``) while it runs
+    pty: Any = None
+    _pending: asyncio.TimerHandle | None = None
+    _last_event: float = 0.0
+    _partial: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "terminalId": self.id,
+            "name": self.name,
+            "command": self.command,
+            "args": self.args,
+            "cwd": self.cwd,
+            "running": self.exit_status is None,
+            "exitStatus": self.exit_status,
+            "released": self.released,
+        }
+
+
+class _Listener:
+    """Sits among terminado's websocket clients of one terminal: sees what it prints and when it dies."""
+
+    size = (None, None)  # never constrains the terminal's size (``resize_to_smallest``)
+
+    def __init__(self, service: TerminalService, terminal: AgentTerminal) -> None:
+        self.service = service
+        self.terminal = terminal
+
+    def on_pty_read(self, text: str) -> None:
+        self.service._output(self.terminal, text)
+
+    def on_pty_died(self) -> None:
+        self.service._died(self.terminal)
+
+
+class TerminalService:
+    """The agents' terminals of one server (the hub owns it)."""
+
+    def __init__(self, hub: SessionHub) -> None:
+        self.hub = hub
+        self.terminals: dict[str, AgentTerminal] = {}
+
+    # -- settings ----------------------------------------------------------------------------------
+    @property
+    def manager(self) -> Any:
+        """jupyter-server-terminals' manager, or None when the server has no terminals."""
+        web_app = getattr(self.hub.serverapp, "web_app", None)
+        settings = getattr(web_app, "settings", None) or {}
+        if settings.get("terminals_available") is False:
+            return None
+        return settings.get("terminal_manager")
+
+    @property
+    def available(self) -> bool:
+        return self.manager is not None
+
+    def _setting(self, name: str, default: Any) -> Any:
+        value = getattr(self.hub.app, name, default)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+    # -- create ------------------------------------------------------------------------------------
+    def plan(self, session: NotebookSession, params: dict[str, Any]) -> dict[str, Any]:
+        """Check a ``terminal/create`` before anyone is asked: what would run, where, with which environment."""
+        if not self.available:
+            raise TerminalRefused(
+                "terminals_disabled",
+                "this Jupyter server has no terminals (jupyter-server-terminals is not enabled, or "
+                "ServerApp.terminals_enabled is False), so commands cannot run in one. The owner can enable them.",
+            )
+        command = params.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise TerminalRefused("invalid_arguments", "terminal/create needs a command (a non-empty string)")
+        args = params.get("args") if params.get("args") is not None else []
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise TerminalRefused("invalid_arguments", "terminal/create: args must be a list of strings")
+        if "\0" in command or any("\0" in a for a in args):
+            raise TerminalRefused("invalid_arguments", "terminal/create: the command holds a NUL byte")
+        if len(command) + sum(len(a) for a in args) > MAX_COMMAND_CHARS:
+            raise TerminalRefused(
+                "invalid_arguments", f"the command line is longer than {MAX_COMMAND_CHARS} characters"
+            )
+        env_list = params.get("env") if params.get("env") is not None else []
+        extra: dict[str, str] = {}
+        if not isinstance(env_list, list):
+            raise TerminalRefused("invalid_arguments", "terminal/create: env must be a list of {name, value}")
+        for item in env_list:
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("name"), str)
+                or not isinstance(item.get("value"), str)
+            ):
+                raise TerminalRefused("invalid_arguments", "terminal/create: each env entry is {name, value} strings")
+            if not item["name"] or "=" in item["name"] or "\0" in item["name"] + item["value"]:
+                raise TerminalRefused("invalid_arguments", f"terminal/create: bad variable name {item['name']!r}")
+            if item["name"] in NEVER_PASS:
+                raise TerminalRefused(
+                    "secret_env",
+                    f"terminal/create: {item['name']} is the server's or the kernels' secret and is never set for "
+                    "an agent's command. This cannot be changed.",
+                )
+            extra[item["name"]] = item["value"]
+        cwd = self._cwd(session, params.get("cwd"))
+        limit_cap = int(self._setting("terminal_output_bytes", DEFAULT_OUTPUT_BYTES))
+        limit = params.get("outputByteLimit")
+        if limit is None:
+            limit = limit_cap
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise TerminalRefused(
+                "invalid_arguments", "terminal/create: outputByteLimit must be a non-negative integer"
+            )
+        mine = [t for t in self.terminals.values() if t.session_id == session.id and t.exit_status is None]
+        most = int(self._setting("max_terminals_per_session", DEFAULT_MAX_TERMINALS))
+        if len(mine) >= most:
+            raise TerminalRefused(
+                "too_many_terminals",
+                f"this notebook session already runs {len(mine)} terminals (JupyterACP.max_terminals_per_session = "
+                f"{most}); kill or release one first.",
+            )
+        return {
+            "command": command,
+            "args": list(args),
+            "env": extra,
+            "cwd": cwd,
+            "outputByteLimit": min(limit, limit_cap),
+        }
+
+    def _cwd(self, session: NotebookSession, cwd: Any) -> str:
+        from ..tools.files import FileRefused
+
+        if cwd is None or cwd == "":
+            cwd = session.cwd
+        if not isinstance(cwd, str) or "\0" in cwd:
+            raise TerminalRefused("invalid_arguments", "terminal/create: cwd must be a path")
+        shown = cwd
+        if not os.path.isabs(cwd):
+            cwd = os.path.join(session.cwd, cwd)
+        real = os.path.realpath(cwd)
+        try:
+            self.hub.file_rules().check(real, shown)
+        except FileRefused as exc:
+            raise TerminalRefused(
+                exc.rule,
+                f"terminal/create refused (rule: {exc.rule}): the working directory {exc} Commands start in a folder "
+                "under the server root; leave cwd out to start in the notebook's folder.",
+            ) from None
+        if not os.path.isdir(real):
+            raise TerminalRefused("cwd_missing", f"terminal/create: the working directory {shown} is not a folder")
+        return real
+
+    def environment(self, session: NotebookSession, extra: dict[str, str]) -> dict[str, str | None]:
+        """The terminal's environment as changes to terminado's (which starts from the server's own): everything
+        the agent would not get is removed, what it gets is set."""
+        spec = self.hub.specs().get(session.agent)
+        curated = dict(self.hub.app.agent_env(spec)) if spec is not None else {}
+        curated.update(extra)
+        manager = self.manager
+        inherited = set(os.environ) | set(getattr(manager, "extra_env", None) or {}) | {"PYXTERM_URL"}
+        changes: dict[str, str | None] = {k: None for k in inherited if k not in curated and k not in TERMINAL_VARS}
+        changes.update(curated)
+        for name in NEVER_PASS:
+            changes[name] = None
+        return changes
+
+    def create(self, session: NotebookSession, plan: dict[str, Any]) -> AgentTerminal:
+        """Start an allowed command in a new Jupyter terminal; returns at once (it runs in the background)."""
+        manager = self.manager
+        if manager is None:
+            raise TerminalRefused("terminals_disabled", "this Jupyter server has no terminals any more")
+        command, args = plan["command"], plan["args"]
+        if args:
+            argv = [command, *args]
+        else:
+            # a command line without arguments runs in a shell, as in a terminal (pipes, &&, globs)
+            argv = [os.environ.get("SHELL") or "/bin/sh", "-c", command]
+        terminal = AgentTerminal(
+            id="term_" + secrets.token_hex(8),
+            session_id=session.id,
+            name="",
+            command=command,
+            args=args,
+            cwd=plan["cwd"],
+            buffer=OutputBuffer(plan["outputByteLimit"]),
+        )
+        try:
+            if hasattr(manager, "create"):
+                model = manager.create(
+                    shell_command=argv, cwd=plan["cwd"], extra_env=self.environment(session, plan["env"])
+                )
+                name = model["name"]
+            else:  # a bare terminado manager
+                name, _ = manager.new_named_terminal(
+                    shell_command=argv, cwd=plan["cwd"], extra_env=self.environment(session, plan["env"])
+                )
+        except (FileNotFoundError, OSError) as exc:
+            raise TerminalRefused(
+                "command_failed", f"terminal/create: {shlex.join(argv)} could not start: {exc}"
+            ) from None
+        except Exception as exc:  # MaxTerminalsReached and friends
+            raise TerminalRefused("terminal_failed", f"terminal/create: no terminal could be opened: {exc}") from None
+        pty = manager.terminals[name]
+        terminal.name = str(name)
+        terminal.pty = pty
+        terminal.pid = getattr(getattr(pty, "ptyproc", None), "pid", None)
+        if hasattr(pty, "read_buffer"):
+            pty.read_buffer = collections.deque(pty.read_buffer, maxlen=REPLAY_CHUNKS)
+        pty.clients.append(_Listener(self, terminal))
+        self.terminals[terminal.id] = terminal
+        self._emit(terminal)
+        log.info("agent terminal %s (%s) for session %s: %s", terminal.id, name, session.id, shlex.join(argv))
+        return terminal
+
+    # -- the agent's other requests ------------------------------------------------------------------
+    def get(self, session: NotebookSession, terminal_id: Any) -> AgentTerminal:
+        terminal = self.terminals.get(terminal_id) if isinstance(terminal_id, str) else None
+        if terminal is None or terminal.session_id != session.id or terminal.released:
+            raise TerminalRefused(
+                "terminal_owner",
+                f"{terminal_id!r} is not a terminal of this session (unknown, released, or another session's): an "
+                "agent reaches only the terminals it created in this notebook's session. Create one with "
+                "terminal/create.",
+            )
+        return terminal
+
+    def output(self, terminal: AgentTerminal) -> dict[str, Any]:
+        out: dict[str, Any] = {"output": terminal.buffer.text(), "truncated": terminal.buffer.truncated}
+        if terminal.exit_status is not None:
+            out["exitStatus"] = terminal.exit_status
+        return out
+
+    async def wait_for_exit(self, terminal: AgentTerminal) -> dict[str, Any]:
+        await terminal.exited.wait()
+        return dict(terminal.exit_status or {"exitCode": None, "signal": None})
+
+    async def kill(self, terminal: AgentTerminal, grace: float = 2.0) -> None:
+        """Stop the command (its whole process group); the id stays valid."""
+        if terminal.exit_status is not None:
+            return
+        terminal.killed = True
+        for sig, wait in ((signal.SIGHUP, 0.0), (signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+            self._signal(terminal, sig)
+            if wait:
+                try:
+                    await asyncio.wait_for(terminal.exited.wait(), wait)
+                    return
+                except TimeoutError:
+                    continue
+        if terminal.exit_status is None:  # the pty never closed: give the id an end all the same
+            self._died(terminal)
+
+    def _signal(self, terminal: AgentTerminal, sig: int) -> None:
+        if terminal.pid is None:
+            return
+        try:
+            os.killpg(os.getpgid(terminal.pid), sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        except OSError as exc:
+            log.info("signal %s to terminal %s failed: %s", sig, terminal.name, exc)
+
+    async def release(self, terminal: AgentTerminal) -> None:
+        """Kill the command if it still runs and forget the id (the card keeps the output)."""
+        await self.kill(terminal)
+        terminal.released = True
+        self.terminals.pop(terminal.id, None)
+        self._emit(terminal, now=True)
+
+    # -- ends ----------------------------------------------------------------------------------------
+    async def end_session(self, session: NotebookSession, reason: str = "") -> int:
+        """Every terminal of a notebook session killed and released (reset, eviction, the agent's death)."""
+        mine = [t for t in list(self.terminals.values()) if t.session_id == session.id]
+        if not mine:
+            return 0
+        await asyncio.gather(*(self.release(t) for t in mine), return_exceptions=True)
+        if reason:
+            self.hub.emit(
+                session,
+                "notice",
+                level="info",
+                phase="terminals_ended",
+                text=f"{len(mine)} agent terminal{'s' if len(mine) != 1 else ''} ended: {reason}",
+            )
+        return len(mine)
+
+    def end_session_soon(self, session: NotebookSession, reason: str = "") -> None:
+        if any(t.session_id == session.id for t in self.terminals.values()):
+            self.hub._spawn(self.end_session(session, reason))
+
+    async def stop(self) -> None:
+        """The server stops: every agent terminal ends (quickly)."""
+        terminals = list(self.terminals.values())
+        await asyncio.gather(*(self.kill(t, grace=0.5) for t in terminals), return_exceptions=True)
+        for terminal in terminals:
+            terminal.released = True
+            self._cancel_pending(terminal)
+        self.terminals.clear()
+
+    # -- what the terminal reports -------------------------------------------------------------------
+    def _output(self, terminal: AgentTerminal, text: str) -> None:
+        text = terminal._partial + text
+        # an escape sequence cut at the end of a read waits for the rest (bounded: a stray ESC passes)
+        cut = text.rfind("\x1b")
+        if cut != -1 and len(text) - cut < 32 and not _ANSI.search(text, cut):
+            terminal._partial, text = text[cut:], text[:cut]
+        else:
+            terminal._partial = ""
+        if text:
+            terminal.buffer.write(clean(text))
+            self._emit(terminal)
+
+    def _died(self, terminal: AgentTerminal) -> None:
+        if terminal.exit_status is not None:
+            return
+        proc = getattr(terminal.pty, "ptyproc", None)
+        code = getattr(proc, "exitstatus", None)
+        sig = getattr(proc, "signalstatus", None)
+        name = None
+        if isinstance(sig, int):
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = str(sig)
+        if code is None and name is None and terminal.killed:
+            name = "SIGKILL"
+        if terminal._partial:
+            terminal.buffer.write(clean(terminal._partial))
+            terminal._partial = ""
+        terminal.exit_status = {"exitCode": code, "signal": name}
+        terminal.pty = None
+        terminal.exited.set()
+        self._emit(terminal, now=True)
+
+    # -- events (throttled) ----------------------------------------------------------------------------
+    def _emit(self, terminal: AgentTerminal, now: bool = False) -> None:
+        if now:
+            self._cancel_pending(terminal)
+            self._send(terminal)
+            return
+        if terminal._pending is not None:
+            return
+        wait = terminal._last_event + EVENT_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self._send(terminal)
+        else:
+            terminal._pending = asyncio.get_running_loop().call_later(wait, self._send, terminal)
+
+    def _cancel_pending(self, terminal: AgentTerminal) -> None:
+        if terminal._pending is not None:
+            terminal._pending.cancel()
+            terminal._pending = None
+
+    def _send(self, terminal: AgentTerminal) -> None:
+        terminal._pending = None
+        terminal._last_event = time.monotonic()
+        session = self.hub.sessions.get(terminal.session_id)
+        if session is None or self.hub._closing:
+            return
+        text = terminal.buffer.text()
+        tail = text[-EVENT_TAIL_CHARS:]
+        self.hub.emit(
+            session,
+            "terminal_output",
+            **terminal.describe(),
+            output=tail,
+            truncated=terminal.buffer.truncated or len(tail) < len(text),
+            turn_id=session.turn.id if session.turn else None,
+        )

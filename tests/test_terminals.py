@@ -1,0 +1,460 @@
+"""Client terminals (issue 14): an agent's ``terminal/*`` requests against a real server with real Jupyter terminals.
+
+The hostile scripted agent (``jupyter_acp.testing.hostile``) sends the requests; the commands run in
+jupyter-server-terminals' terminals (terminado ptys), the way a user's terminal runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import pytest
+from jupyter_server.auth.authorizer import Authorizer
+from jupyter_server.auth.identity import IdentityProvider, User
+from tornado.httpclient import HTTPClientError
+
+from .conftest import message_text, process_alive
+
+HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
+WITH_TERMINALS = {"jpserver_extensions": {"jupyter_acp": True, "jupyter_server_terminals": True}}
+
+
+@pytest.fixture
+def server_app_config():
+    return dict(WITH_TERMINALS)
+
+
+@pytest.fixture
+def tool_policies() -> dict[str, str]:
+    return {"terminal/create": "auto"}
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, tool_policies):
+    return {**jp_server_config, "JupyterACPTools": {"tool_policies": tool_policies}}
+
+
+@pytest.fixture
+def acp_agents(tmp_path):
+    return {"hostile": {**HOSTILE, "args": [*HOSTILE["args"], "--report", str(tmp_path / "report.jsonl")]}}
+
+
+@pytest.fixture
+def report(tmp_path):
+    path = tmp_path / "report.jsonl"
+
+    def read() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    return read
+
+
+@pytest.fixture
+def manager(jp_serverapp, jp_fetch):
+    return jp_serverapp.web_app.settings["terminal_manager"]
+
+
+@pytest.fixture
+def hub(jp_serverapp):
+    return jp_serverapp.web_app.settings["jupyter_acp"].hub
+
+
+async def run(api, sid: str, actions: list[dict[str, Any]], answer=None, timeout: float = 30) -> tuple[list, list]:
+    """One hostile prompt; ``answer(event) -> option kind | None`` for each permission card. (results, events)"""
+    turn = await api.prompt(sid, json.dumps(actions))
+    answered: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        events = await api.events(sid)
+        start = next(i for i, e in enumerate(events) if e.get("turn_id") == turn and e["type"] == "turn_started")
+        mine = events[start:]
+        for ev in mine:
+            if ev["type"] == "permission_request" and ev["request_id"] not in answered:
+                answered.add(ev["request_id"])
+                kind = answer(ev) if answer else None
+                if kind is not None:
+                    option = {o["kind"]: o["optionId"] for o in ev["options"]}[kind]
+                    await api.call("POST", "sessions", sid, "permissions", ev["request_id"], body={"option_id": option})
+        if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in mine):
+            return json.loads(message_text(events, turn)), mine
+        if time.monotonic() > deadline:
+            raise AssertionError(f"turn did not end: {json.dumps(mine)[-2000:]}")
+        await asyncio.sleep(0.05)
+
+
+def create(command: str, name: str = "t", **params: Any) -> dict[str, Any]:
+    return {"do": "terminal", "method": "create", "params": {"command": command, **params}, "as": name}
+
+
+def term(method: str, name: str = "t") -> dict[str, Any]:
+    return {"do": "terminal", "method": method, "params": {"terminalId": f"${name}"}}
+
+
+def rule(result: dict[str, Any]) -> str | None:
+    return ((result.get("error") or {}).get("data") or {}).get("rule")
+
+
+def outputs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "terminal_output"]
+
+
+# -- the whole life of a terminal -----------------------------------------------------------------------
+async def test_create_output_wait_kill_release(api, make_notebook, report, hub, tmp_path):
+    s = await api.open(make_notebook("work/nb.ipynb"), "hostile")
+    results, events = await run(
+        api,
+        s["id"],
+        [
+            create("echo hi; sleep 0.4; printf 'bye\\n'; exit 3"),
+            {
+                "do": "update",
+                "update": {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "call_1",
+                    "title": "Run a command",
+                    "kind": "execute",
+                    "status": "in_progress",
+                    "content": [{"type": "terminal", "terminalId": "$t"}],
+                },
+            },
+            term("wait_for_exit"),
+            term("output"),
+            term("kill"),
+            term("release"),
+            term("output"),
+        ],
+    )
+    created, _, waited, output, killed, released, after = results
+    assert created["ok"]["terminalId"].startswith("term_")
+    assert waited["ok"] == {"exitCode": 3, "signal": None}
+    assert output["ok"]["output"] == "hi\nbye\n"
+    assert output["ok"]["truncated"] is False
+    assert output["ok"]["exitStatus"] == {"exitCode": 3, "signal": None}
+    assert killed["ok"] == {} and released["ok"] == {}  # kill after exit: the id is still valid
+    assert rule(after) == "terminal_owner", "a released id must be refused"
+    # the agent's environment starts at the notebook's folder; the card got the output live, with the terminal's name
+    live = outputs(events)
+    assert live and all(e["terminalId"] == created["ok"]["terminalId"] for e in live)
+    assert live[0]["name"] and live[0]["cwd"] == os.path.realpath(hub.cwd_for("work/nb.ipynb"))
+    assert live[-1]["released"] is True and live[-1]["output"] == "hi\nbye\n"
+    assert any(e["exitStatus"] == {"exitCode": 3, "signal": None} for e in live)
+    audits = [e for e in events if e["type"] == "audit" and e["action"] == "terminal/create"]
+    assert audits and audits[0]["decision"] == "allowed"
+    assert not hub.terminals.terminals
+
+
+async def test_kill_keeps_the_id_and_the_terminal_is_a_jupyter_terminal(api, make_notebook, manager, jp_fetch):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    task = asyncio.ensure_future(
+        run(
+            api,
+            s["id"],
+            [create("sleep 30"), {"do": "sleep", "seconds": 1.5}, term("kill"), term("wait_for_exit"), term("output")],
+        )
+    )
+    # while it runs, the command is one of the server's terminals (JupyterLab can open it by name)
+    deadline = time.monotonic() + 20
+    names: list[str] = []
+    while not names and time.monotonic() < deadline:
+        listed = json.loads((await jp_fetch("api", "terminals")).body)
+        names = [t["name"] for t in listed]
+        await asyncio.sleep(0.1)
+    assert names, "the agent's command is not in /api/terminals"
+    pid = manager.terminals[names[0]].ptyproc.pid
+    results, events = await task
+    _, _, killed, waited, output = results
+    assert killed["ok"] == {}
+    assert waited["ok"]["signal"] in ("SIGHUP", "SIGTERM", "SIGKILL"), waited
+    assert output["ok"]["exitStatus"] == waited["ok"]
+    assert not process_alive(pid)
+    assert outputs(events)[0]["name"] == names[0]
+
+
+# -- the gate: ask, auto, deny -------------------------------------------------------------------------
+class TestAsk:
+    @pytest.fixture
+    def tool_policies(self):
+        return {}  # the default: permission_policy 'ask'
+
+    async def test_the_card_shows_command_args_and_cwd_before_it_runs(self, api, make_notebook, manager, tmp_path):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        marker = tmp_path / "ran"
+        seen: list[dict[str, Any]] = []
+
+        def answer(ev):
+            seen.append(ev)
+            assert not marker.exists(), "the command ran before the user answered"
+            return "allow_once"
+
+        results, events = await run(
+            api, s["id"], [create("touch", args=[str(marker)]), term("wait_for_exit")], answer=answer
+        )
+        assert results[1]["ok"]["exitCode"] == 0 and marker.exists()
+        (card,) = seen
+        assert card["source"] == "client" and card["tool_call"]["kind"] == "execute"
+        assert card["tool_call"]["rawInput"]["command"] == "touch"
+        assert card["tool_call"]["rawInput"]["args"] == [str(marker)]
+        shown = card["tool_call"]["content"][0]["content"]["text"]
+        assert f"$ touch {marker}" in shown and "in " in shown
+
+    async def test_rejected_never_runs(self, api, make_notebook, manager, tmp_path):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        marker = tmp_path / "ran"
+        results, events = await run(api, s["id"], [create(f"touch {marker}")], answer=lambda ev: "reject_once")
+        assert rule(results[0]) == "user_rejected"
+        await asyncio.sleep(0.5)
+        assert not marker.exists() and not manager.terminals
+
+
+class TestDeny:
+    @pytest.fixture
+    def tool_policies(self):
+        return {"terminal/create": "deny"}
+
+    async def test_denied_by_policy_without_a_card(self, api, make_notebook, manager, tmp_path):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        results, events = await run(api, s["id"], [create(f"touch {tmp_path / 'ran'}")])
+        assert rule(results[0]) == "policy"
+        assert "JupyterACPTools.tool_policies['terminal/create']" in results[0]["error"]["message"]
+        assert not [e for e in events if e["type"] == "permission_request"]
+        assert not (tmp_path / "ran").exists() and not manager.terminals
+
+
+class TestWithoutTerminals:
+    @pytest.fixture
+    def server_app_config(self):
+        return {**WITH_TERMINALS, "terminals_enabled": False}
+
+    async def test_not_advertised_and_refused(self, api, make_notebook, report, tmp_path):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        results, _ = await run(api, s["id"], [create("echo hi")])
+        init = next(r for r in report() if r.get("method") == "initialize")
+        assert not init["params"]["clientCapabilities"].get("terminal")
+        assert rule(results[0]) == "terminals_disabled"
+
+
+async def test_advertised_with_terminals(api, make_notebook, report):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    await run(api, s["id"], [])
+    init = next(r for r in report() if r.get("method") == "initialize")
+    assert init["params"]["clientCapabilities"]["terminal"] is True
+
+
+# -- a hostile agent -----------------------------------------------------------------------------------
+async def test_no_terminal_outside_a_turn(api, make_notebook, report, manager, tmp_path):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    await run(api, s["id"], [{"do": "later", "delay": 0.5, "actions": [create(f"touch {tmp_path / 'ran'}")]}])
+    deadline = time.monotonic() + 15
+    while not any(r.get("do") == "later_done" for r in report()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    late = [r for r in report() if r.get("do") == "terminal"]
+    assert late and rule(late[-1]) == "outside_turn"
+    assert not (tmp_path / "ran").exists() and not manager.terminals
+
+
+async def test_cwd_is_confined_to_the_root(api, make_notebook, manager, jp_root_dir):
+    s = await api.open(make_notebook("sub/nb.ipynb"), "hostile")
+    (jp_root_dir / ".hidden").mkdir()
+    results, _ = await run(
+        api,
+        s["id"],
+        [
+            create("pwd", cwd="../.."),
+            create("pwd", cwd="/etc"),
+            create("pwd", cwd=str(jp_root_dir / "sub" / ".." / "..")),
+            create("pwd", cwd=str(jp_root_dir / ".hidden")),
+            create("pwd", cwd=str(jp_root_dir / "missing")),
+            create("pwd", cwd="..", name="ok"),
+            term("wait_for_exit", "ok"),
+            term("output", "ok"),
+        ],
+    )
+    assert [rule(r) for r in results[:5]] == [
+        "outside_root",
+        "outside_root",
+        "outside_root",
+        "hidden_files",
+        "cwd_missing",
+    ]
+    assert "outside the server root" in results[1]["error"]["message"]
+    assert results[7]["ok"]["output"].strip() == os.path.realpath(jp_root_dir)
+
+
+async def test_another_sessions_terminal_is_refused(api, make_notebook, hub):
+    a = await api.open(make_notebook("a.ipynb"), "hostile")
+    b = await api.open(make_notebook("b.ipynb"), "hostile")
+    results, _ = await run(api, a["id"], [create("sleep 20", name="a_term")])
+    theirs = results[0]["ok"]["terminalId"]
+    results, events = await run(
+        api,
+        b["id"],
+        [
+            term("output", "a_term"),
+            term("kill", "a_term"),
+            term("release", "a_term"),
+            {"do": "terminal", "method": "output", "params": {"terminalId": "term_guessed"}},
+        ],
+    )
+    assert [rule(r) for r in results] == ["terminal_owner"] * 4
+    assert "not a terminal of this session" in results[0]["error"]["message"]
+    assert hub.terminals.terminals[theirs].exit_status is None, "session b's agent killed session a's terminal"
+    refused = [e for e in events if e["type"] == "audit" and e["decision"] == "refused"]
+    assert len(refused) == 4
+
+
+class TestHugeOutput:
+    @pytest.fixture
+    def acp_config(self):
+        return {"terminal_output_bytes": 20_000}
+
+    async def test_memory_stays_bounded(self, api, make_notebook, hub, manager):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        flood = f"{sys.executable} -c \"import sys; sys.stdout.write('é' * 3_000_000 + 'END')\""
+        results, events = await run(
+            api,
+            s["id"],
+            [
+                create(flood, outputByteLimit=1001),
+                create(flood, name="u", outputByteLimit=10**12),
+                term("wait_for_exit"),
+                term("wait_for_exit", "u"),
+                term("output"),
+                term("output", "u"),
+            ],
+            timeout=120,
+        )
+        small, big = results[4]["ok"], results[5]["ok"]
+        # cut from the start at a character boundary: 'é' is two bytes, a limit of 1001 keeps 500 of them
+        assert small["truncated"] is True and small["output"] == "é" * 499 + "END"
+        assert len(small["output"].encode()) <= 1001
+        # the agent's limit is capped by JupyterACP.terminal_output_bytes
+        assert big["truncated"] is True and len(big["output"].encode()) <= 20_000 and big["output"].endswith("END")
+        for t in hub.terminals.terminals.values():
+            assert len(t.buffer.data) <= 20_000
+        # the events carry a bounded tail, not the output
+        assert max(len(e["output"]) for e in outputs(events)) <= 4000
+
+
+async def test_env_has_no_server_token(api, make_notebook, jp_serverapp, monkeypatch):
+    token = jp_serverapp.identity_provider.token
+    assert token
+    monkeypatch.setenv("JUPYTER_TOKEN", token)
+    monkeypatch.setenv("SOME_API_KEY", token)  # a provider-looking name holding the token: dropped too
+    monkeypatch.setenv("UNRELATED_SECRET", "not-for-agents")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-passes")
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    results, _ = await run(
+        api,
+        s["id"],
+        [
+            create("env", env=[{"name": "AGENT_VAR", "value": "set-by-agent"}]),
+            term("wait_for_exit"),
+            term("output"),
+            create("env", name="bad", env=[{"name": "JUPYTER_TOKEN", "value": "x"}]),
+        ],
+    )
+    env = results[2]["ok"]["output"]
+    assert "PATH=" in env and "AGENT_VAR=set-by-agent" in env and "OPENAI_API_KEY=sk-passes" in env
+    assert token not in env
+    assert "JUPYTER_TOKEN" not in env and "UNRELATED_SECRET" not in env and "JUPYTER_SERVER_URL" not in env
+    assert rule(results[3]) == "secret_env"
+
+
+# -- terminals end with their session and with the server -------------------------------------------------
+async def test_terminals_end_with_a_reset(api, make_notebook, manager, hub):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    results, _ = await run(api, s["id"], [create("sleep 60")])
+    tid = results[0]["ok"]["terminalId"]
+    pid = hub.terminals.terminals[tid].pid
+    assert process_alive(pid)
+    await api.call("POST", "sessions", s["id"], "reset")
+    assert not process_alive(pid)
+    assert tid not in hub.terminals.terminals and not manager.terminals
+    events = await api.events(s["id"])
+    assert any(e["type"] == "notice" and e.get("phase") == "terminals_ended" for e in events)
+    last = [e for e in outputs(events) if e["terminalId"] == tid][-1]
+    assert last["released"] and last["exitStatus"] is not None
+
+
+async def test_terminals_end_with_the_agent(api, make_notebook, hub):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    results, _ = await run(api, s["id"], [create("sleep 60")])
+    pid = hub.terminals.terminals[results[0]["ok"]["terminalId"]].pid
+    hub.connections["hostile"].process.kill_now()  # the agent dies
+    deadline = time.monotonic() + 10
+    while process_alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert not process_alive(pid)
+
+
+async def test_terminals_end_with_the_server(api, make_notebook, hub):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    results, _ = await run(api, s["id"], [create("sleep 60"), create("trap '' TERM HUP; sleep 60", name="u")])
+    pids = [hub.terminals.terminals[r["ok"]["terminalId"]].pid for r in results]
+    await hub.stop()
+    assert not [p for p in pids if process_alive(p)]
+
+
+# -- a read-only user cannot let an agent run a command -------------------------------------------------
+USER_HEADER = "X-Test-User"
+
+
+class HeaderUsers(IdentityProvider):
+    async def get_user(self, handler):  # type: ignore[override]
+        user = await self._get_user(handler)
+        if user is None:
+            return None
+        return User(username=handler.request.headers.get(USER_HEADER, "owner"))
+
+
+class ReaderOnlyReads(Authorizer):
+    def is_authorized(self, handler, user, action, resource):
+        if user.username == "reader" and resource == "jupyter_acp":
+            return action == "read"
+        return True
+
+
+class TestReadOnlyUser:
+    @pytest.fixture
+    def server_app_config(self):
+        return {**WITH_TERMINALS, "identity_provider_class": HeaderUsers, "authorizer_class": ReaderOnlyReads}
+
+    @pytest.fixture
+    def tool_policies(self):
+        return {}
+
+    async def test_reader_cannot_answer_the_terminal_card(self, api, make_notebook, jp_fetch, manager, tmp_path):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        marker = tmp_path / "ran"
+        task = asyncio.ensure_future(api.prompt(s["id"], json.dumps([create(f"touch {marker}")])))
+        turn = await task
+        events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" for e in evs))
+        card = next(e for e in events if e["type"] == "permission_request")
+        allow = {o["kind"]: o["optionId"] for o in card["options"]}["allow_once"]
+        with pytest.raises(HTTPClientError) as err:
+            await jp_fetch(
+                "jupyter-acp",
+                "sessions",
+                s["id"],
+                "permissions",
+                card["request_id"],
+                method="POST",
+                body=json.dumps({"option_id": allow}),
+                headers={USER_HEADER: "reader"},
+            )
+        assert err.value.code == 403
+        await asyncio.sleep(0.3)
+        assert not marker.exists() and not manager.terminals
+        # the card is still waiting for someone who may answer it
+        await api.call("POST", "sessions", s["id"], "permissions", card["request_id"], body={"option_id": allow})
+        await api.wait_turn_end(s["id"], turn)
+        for _ in range(50):
+            if marker.exists():
+                break
+            await asyncio.sleep(0.1)
+        assert marker.exists()
