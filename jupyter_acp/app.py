@@ -14,6 +14,7 @@ from traitlets import Dict, Float, Integer, Unicode, default
 from ._version import __version__
 from .acp.process import curated_env
 from .agents.catalog import AgentSpec, default_agents, detected_agents
+from .agents.credentials import AgentSettingsStore
 from .http import kernel_routes
 from .http.user_routes import handlers
 from .sessions.hub import SessionHub
@@ -91,15 +92,6 @@ class JupyterACP(ExtensionApp):
         "older pages are fetched on demand with events?before=SEQ.",
     )
     replay_page_events = Integer(5000, config=True, help="Most events in one page of history.")
-    terminal_output_bytes = Integer(
-        1024 * 1024,
-        config=True,
-        help="Most output kept per agent terminal (terminal/create's outputByteLimit is capped at it; the oldest "
-        "output goes first, cut at a character boundary).",
-    )
-    max_terminals_per_session = Integer(
-        8, config=True, help="Most agent terminals one notebook session may run at once (terminal/create)."
-    )
 
     @default("store_path")
     def _default_store_path(self) -> str:
@@ -112,6 +104,9 @@ class JupyterACP(ExtensionApp):
             self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
         self.store = TranscriptStore(self.store_path)
         self.store.open()
+        # per-agent settings set from the panel (a model, a key): 0600, next to the store in its private folder
+        private = self.store_path if os.path.isabs(self.store_path) else self._default_store_path()
+        self.agent_settings = AgentSettingsStore(os.path.dirname(private))
         self.tools = build_tool_surface(self.serverapp, JupyterACPTools(parent=self))
         self.hub = SessionHub(self, self.store, self.tools)
         atexit.register(self.hub.kill_agents_now)
@@ -176,7 +171,12 @@ class JupyterACP(ExtensionApp):
     # -- what the hub asks -----------------------------------------------------------------------
     def agent_env(self, spec: AgentSpec) -> dict[str, str]:
         token = getattr(cast(Any, self.serverapp).identity_provider, "token", "") or ""
-        return curated_env(os.environ, passthrough=spec.passthrough_env, extra=spec.env, secrets=[token])
+        # values set from the panel for THIS agent only, where neither the environment nor its config sets them
+        name = next((n for n, s in self.agent_specs.items() if s is spec), None)
+        stored = self.agent_settings.env_for(name, os.environ, spec.env) if name else {}
+        return curated_env(
+            os.environ, passthrough=spec.passthrough_env, extra={**stored, **spec.env}, secrets=[token]
+        )
 
     def check_prompt(self, blocks: list[dict[str, Any]]) -> None:
         if len(blocks) > self.max_prompt_blocks:

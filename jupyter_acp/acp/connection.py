@@ -30,6 +30,28 @@ class AgentNeedsLogin(AgentError):
     pass
 
 
+def auth_kind(method: dict[str, Any]) -> str:
+    """An ``authMethods`` entry's kind: ``agent`` (the default), ``env_var`` or ``terminal``."""
+    kind = method.get("type") or "agent"
+    return kind if kind in ("agent", "env_var", "terminal") else str(kind)
+
+
+def auth_env_vars(method: dict[str, Any]) -> list[str]:
+    """The variables an ``env_var`` method names: ``varName``, ``vars[].name`` or ``_meta`` ``varName``/``vars``."""
+    names: list[str] = []
+    raw = method.get("_meta")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    for source in (method, *(v for v in meta.values() if isinstance(v, dict)), meta):
+        single = source.get("varName") or source.get("var_name") or source.get("envVar")
+        if isinstance(single, str):
+            names.append(single)
+        for var in source.get("vars") or []:
+            name = var.get("name") if isinstance(var, dict) else var
+            if isinstance(name, str):
+                names.append(name)
+    return list(dict.fromkeys(names))
+
+
 class AgentConnection:
     """The client side of one agent process."""
 
@@ -226,6 +248,41 @@ class AgentConnection:
             rpc.close("agent stopped by client")
         if process is not None:
             await process.stop()
+
+    async def reconfigure(self, env: dict[str, str]) -> None:
+        """New settings (a model, a key): stop the process; the next ``ensure_started`` runs it with ``env``."""
+        async with self._lock:
+            self._env = env
+            if self.process is not None or self.rpc is not None:
+                self.state = "stopped"
+                await self._teardown()
+                if self._watch:
+                    self._watch.cancel()
+
+    async def authenticate(self, method_id: str, *, timeout: float = 300.0) -> None:
+        """Run one of the agent's own (``agent``-type) login methods; the agent is ready for sessions after it."""
+        method = next((m for m in self.auth_methods if m.get("id") == method_id), None)
+        if self.rpc is None or self.rpc.closed or self.state not in ("ready", "needs_login"):
+            await self.ensure_started()
+            method = next((m for m in self.auth_methods if m.get("id") == method_id), None)
+        if method is None:
+            offered = ", ".join(str(m.get("id")) for m in self.auth_methods) or "none"
+            raise AgentError(f"agent {self.name!r} offers no login method {method_id!r} (it offers: {offered})")
+        kind = auth_kind(method)
+        if kind != "agent":
+            raise AgentError(
+                f"login method {method_id!r} of agent {self.name!r} is of type {kind!r}: the client does not call "
+                "authenticate for it (ACP: only 'agent' methods are authenticated by the agent itself)"
+            )
+        assert self.rpc is not None
+        try:
+            await self.rpc.request("authenticate", {"methodId": method_id}, timeout=timeout)
+        except ConnectionClosed:
+            raise AgentError(self.describe_exit()) from None
+        except RpcError as exc:
+            raise AgentError(f"agent {self.name!r} refused the login {method_id!r}: {exc.message}") from None
+        self.state = "ready"
+        self.last_error = None
 
     async def stop(self) -> None:
         async with self._lock:

@@ -45,11 +45,29 @@ class AgentSessions:
             self.connections[agent] = conn
         return conn
 
+    async def restart_agent(self, agent: str, why: str) -> None:
+        """This agent's settings changed: stop its process (only this agent's), take its new environment; its
+        sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so."""
+        conn = self.connections.get(agent)
+        if conn is None:
+            return  # never started: the next start takes the new environment
+        running = [s for s in self._sessions_of(agent) if s.turn is not None]
+        await conn.reconfigure(self.app.agent_env(self.specs()[agent]))
+        self._on_agent_exit(conn)
+        for session in self._sessions_of(agent):
+            cut = " (the turn that was running ended)" if session in running else ""
+            self.emit(
+                session,
+                "notice",
+                level="info",
+                text=f"agent {agent!r} restarted: {why}{cut}; this conversation re-opens with your next prompt",
+                phase="agent_reconfigured",
+            )
+
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
-        caps: dict[str, Any] = {
-            "fs": {"readTextFile": True, "writeTextFile": True},
-            "terminal": self.terminals.available,
-        }
+        caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+        if getattr(self.serverapp, "terminals_enabled", False):
+            caps["auth"] = {"terminal": True}  # a terminal login method: the panel opens a JupyterLab terminal
         spec = self.specs()[conn.name]
         channel = spec.tool_channel
         if channel in ("auto", "client-tools", "both"):
@@ -71,7 +89,6 @@ class AgentSessions:
             if session.acp_generation == conn.generation:
                 session.acp_generation = None
             self._cancel_pending_permissions(session)
-            self.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
 
     async def _warm_up(self, session: NotebookSession) -> None:
         try:
@@ -127,7 +144,6 @@ class AgentSessions:
             )
         victim = idle[0]
         victim.acp_generation = None
-        await self.terminals.end_session(victim, "this notebook's agent session yielded to another notebook")
         if conn.supports_close and victim.acp_session_id:
             try:
                 await conn.request("session/close", {"sessionId": victim.acp_session_id}, timeout=10)

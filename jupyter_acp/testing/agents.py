@@ -13,6 +13,10 @@ Behaviours:
   hang          never answer a prompt and send nothing
   ignore_eof    ignore stdin EOF and SIGTERM (only the process-group SIGKILL ends it)
   needs_auth    advertise an auth method; session/new answers -32000
+  login         advertise one auth method of each kind (``agent`` "login", ``env_var`` "api-key" naming
+                SCRIPTED_API_KEY, ``terminal`` "terminal-login" with ``--do-login``, this one only when the client
+                advertised ``auth.terminal``); session/new answers -32000 until ``authenticate`` "login" was
+                called, SCRIPTED_API_KEY is set, or --login-file exists (``--do-login`` writes it and exits)
   exit_at_init  exit before answering initialize
   resumable     like stream, and advertise session/resume (accepts any earlier id)
   loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
@@ -85,13 +89,41 @@ class ScriptedAgent:
         }
         if self.b == "needs_auth":
             result["authMethods"] = [{"id": "login", "name": "Log in", "description": "run `scripted login`"}]
+        if self.b == "login":
+            caps = (params.get("clientCapabilities") or {}).get("auth") or {}
+            methods: list[dict[str, Any]] = [
+                {"id": "login", "name": "Log in with the agent", "description": "the agent logs you in itself"},
+                {
+                    "type": "env_var",
+                    "id": "api-key",
+                    "name": "Scripted API key",
+                    "description": "a key for the scripted service",
+                    "varName": "SCRIPTED_API_KEY",
+                },
+            ]
+            if caps.get("terminal"):
+                methods.append(
+                    {"type": "terminal", "id": "terminal-login", "name": "Log in in a terminal", "args": ["--do-login"]}
+                )
+            result["authMethods"] = methods
         if self.b == "garbage":
             self._raw(b"this is not json\n")
             self._raw(b'{"jsonrpc":"2.0","id":4242,"result":{}}\n')
         return result
 
+    async def on_authenticate(self, params: dict[str, Any]) -> Any:
+        if self.b != "login" or params.get("methodId") != "login":
+            raise RpcError(INVALID_PARAMS, f"no such login method {params.get('methodId')!r}")
+        self.authed = True
+        return {}
+
+    def _logged_in(self) -> bool:
+        if getattr(self, "authed", False) or os.environ.get("SCRIPTED_API_KEY"):
+            return True
+        return bool(self.args.login_file) and os.path.exists(self.args.login_file)
+
     async def on_session_new(self, params: dict[str, Any]) -> Any:
-        if self.b == "needs_auth":
+        if self.b == "needs_auth" or (self.b == "login" and not self._logged_in()):
             raise RpcError(AUTH_REQUIRED, "Authentication required")
         if self.b == "flood_stderr":
             sys.stderr.write("e" * self.args.size + "\n")
@@ -223,6 +255,10 @@ class ScriptedAgent:
         if b == "flood_stderr":
             sys.stderr.write("f" * self.args.size + "\n")
             sys.stderr.flush()
+        if b == "login" and text == "key?":  # whether the key reached this process, never the key itself
+            key = os.environ.get("SCRIPTED_API_KEY", "")
+            await self._chunk(sid, f"key of {len(key)} characters" if key else "no key")
+            return {"stopReason": "end_turn"}
         if b == "echo_prompt" or text.startswith("echo:"):
             await self._chunk(sid, text)
             return {"stopReason": "end_turn"}
@@ -320,10 +356,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pid-file", default="")
     p.add_argument("--frames", default="", help="file of raw lines for the frames behaviour")
     p.add_argument("--child", action="store_true", help="start a sleeping child in the same process group")
+    p.add_argument("--login-file", default="", help="login behaviour: logged in while this file exists")
+    p.add_argument("--do-login", action="store_true", help="login behaviour: write --login-file and exit")
     return p.parse_args(argv)
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    if args.do_login:  # the terminal login method: what a real agent's `login` command does
+        if args.login_file:
+            with open(args.login_file, "w") as fh:
+                fh.write("logged in\n")
+        print("scripted agent: you are logged in; go back to the panel and press Retry")
+        return
     if args.behaviour == "exit_at_init":
         sys.stderr.write("scripted agent: refusing to start\n")
         sys.exit(2)

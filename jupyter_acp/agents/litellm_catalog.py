@@ -1,0 +1,108 @@
+"""What litellm knows: its providers' key variables and models, asked in a subprocess.
+
+litellm takes seconds and a few hundred MB to import, and some providers' checks reach the network; the server
+never imports it (ARCHITECTURE 2.9).  ``python -m jupyter_acp.agents.litellm_catalog`` prints one JSON object:
+``{"provider_keys": {provider: [VAR, ...]}, "models": {provider: [model, ...]}}``; the server runs it once, off the
+event loop, with an environment holding no provider variable (so every provider's key shows as missing), and
+keeps the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+#: providers whose environment check starts an interactive login (network): not asked
+SKIP = {"github_copilot", "chatgpt"}
+#: most models suggested per provider
+PER_PROVIDER = 200
+
+_cache: dict[str, Any] | None = None
+_lock: asyncio.Lock | None = None
+
+
+def is_key_var(name: str) -> bool:
+    """A provider *key* variable (not a base URL, region or project)."""
+    return name.endswith(("_API_KEY", "_ACCESS_KEY_ID", "_SECRET_ACCESS_KEY", "_API_TOKEN"))
+
+
+def collect() -> dict[str, Any]:  # pragma: no cover - runs in the subprocess
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    import litellm
+
+    litellm.suppress_debug_info = True
+    provider_keys: dict[str, list[str]] = {}
+    models: dict[str, list[str]] = {}
+    for provider, names in litellm.models_by_provider.items():
+        if provider in SKIP:
+            continue
+        cost = litellm.model_cost
+        listed = sorted(str(m) for m in names if (cost.get(m) or {}).get("mode", "chat") in ("chat", "responses"))
+        if not listed:
+            continue
+        full = [m if m.startswith(provider + "/") else f"{provider}/{m}" for m in listed]
+        try:
+            check = litellm.validate_environment(model=full[0])
+        except Exception:
+            continue
+        keys = [k for k in check.get("missing_keys") or [] if isinstance(k, str) and is_key_var(k)]
+        if keys:
+            provider_keys[provider] = keys
+            models[provider] = full[:PER_PROVIDER]
+    return {"provider_keys": provider_keys, "models": models}
+
+
+async def catalog(timeout: float = 120.0) -> dict[str, Any]:
+    """litellm's catalog (cached for the server's life); ``{}`` parts when litellm is missing or fails."""
+    global _cache, _lock
+    if _cache is not None:
+        return _cache
+    if _lock is None:
+        _lock = asyncio.Lock()
+    async with _lock:
+        if _cache is not None:
+            return _cache
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH", "LANG", "TMPDIR") if k in os.environ}
+        env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            __name__,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+            data = json.loads(out.decode().strip().splitlines()[-1])
+        except (TimeoutError, ValueError, IndexError):
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            return {"provider_keys": {}, "models": {}, "error": "litellm's model list could not be read"}
+        _cache = data
+        return data
+
+
+def key_vars(cat: dict[str, Any]) -> set[str]:
+    return {k for keys in (cat.get("provider_keys") or {}).values() for k in keys}
+
+
+def suggestions(cat: dict[str, Any], present: set[str], limit: int = 400) -> list[str]:
+    """Models of the providers whose every key variable is present."""
+    out: list[str] = []
+    for provider, keys in (cat.get("provider_keys") or {}).items():
+        if keys and all(k in present for k in keys):
+            out.extend((cat.get("models") or {}).get(provider, []))
+    return out[:limit]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.stdout.write(json.dumps(collect()) + "\n")
