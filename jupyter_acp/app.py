@@ -41,6 +41,14 @@ class JupyterACP(ExtensionApp):
         Set an entry to None to remove a default agent.""",
     )
     default_agent = Unicode("builtin", config=True, help="Agent used when a request names none.")
+    kernel_server_url = Unicode(
+        "",
+        config=True,
+        help="This server's URL as the notebook's kernels reach it (the %acp magic's way in), e.g. "
+        "http://jupyter-alice.hub.svc:8888/user/alice/ when kernels run behind a gateway on other hosts. "
+        "Default: the server's own URL (right for local kernels). Gateway kernels get it, with their own token, "
+        "as KERNEL_JUPYTER_ACP_URL / KERNEL_JUPYTER_ACP_TOKEN.",
+    )
     store_path = Unicode(
         "", config=True, help="SQLite file of transcripts. Default: <jupyter data dir>/jupyter_acp/transcripts.sqlite"
     )

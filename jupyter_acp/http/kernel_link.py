@@ -10,8 +10,18 @@ How a kernel reaches the session hub (see ``docs`` and ``../shared/reference/jup
   ``JUPYTER_ACP_TOKEN`` (jupyter_client's provisioner uses a given ``env`` *instead of* ``os.environ``,
   hence the full copy).  It works for both ``api/sessions`` (which passes its own env) and
   ``api/kernels`` (which passes none).  jupyter_client keeps the launch arguments for restarts, and a
-  restarted kernel keeps its id, so it keeps its token.  Gateway kernels are not hooked (the gateway
-  chooses their ids; the magic then runs its agent locally and says so).
+  restarted kernel keeps its id, so it keeps its token.
+* A kernel behind a Jupyter Gateway (``GatewayClient.url``) gets its environment only through the gateway:
+  jupyter_server's ``GatewayKernelManager`` sends the start request's ``KERNEL_*`` variables (and
+  ``GatewayClient.allowed_envs``) in the request body, and Kernel Gateway / Enterprise Gateway pass on
+  ``KERNEL_*`` names only.  So it gets the pair as ``KERNEL_JUPYTER_ACP_URL`` / ``KERNEL_JUPYTER_ACP_TOKEN``
+  (:func:`hook_gateway_manager`).  Its id is the gateway's to choose and known only from the start answer,
+  so its token cannot be an HMAC of it: a random 256-bit token is drawn for that one start request and
+  registered for the kernel id the gateway answers (in this process's memory, dropped with the server
+  secret; :func:`kernel_token` answers it for that id).  It travels only in that kernel's start request
+  (to the gateway the admin configured), never in ``os.environ``, so no other kernel's start request
+  carries it; a kernel started on the gateway by anyone else gets nothing.  The URL is
+  ``c.JupyterACP.kernel_server_url`` when set (the address the kernel hosts can reach), else the server's own.
 * A kernel names itself (``X-Jupyter-ACP-Kernel``, its id from its connection file name) and shows its
   token; the server recomputes the HMAC for that id and compares in constant time.  Every route then
   acts only for that kernel: ``whoami``/``session``/``prompt`` for the notebook(s) whose Jupyter session
@@ -51,7 +61,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
-from ..protocol.kernel_link import ENV_TOKEN, ENV_URL, RUNTIME_PREFIX
+from ..protocol.kernel_link import ENV_TOKEN, ENV_URL, GATEWAY_ENV_TOKEN, GATEWAY_ENV_URL, RUNTIME_PREFIX
 
 #: the extension app (``JupyterACP``), typed loosely: the routes never import the app
 JupyterACP = Any
@@ -66,21 +76,36 @@ def runtime_file(app: JupyterACP) -> str:
     return os.path.join(runtime_dir, f"{RUNTIME_PREFIX}{os.getpid()}.json")
 
 
+#: tokens of the gateway kernels this server started, by server secret, then kernel id (see the module's doc)
+_gateway_tokens: dict[bytes, dict[str, str]] = {}
+
+
 def kernel_token(secret: bytes, kernel_id: str) -> str:
-    """The kernel's own secret: HMAC-SHA256 of its id under the server secret (hex)."""
+    """The kernel's own secret: the token drawn for it if it is a gateway kernel this server started, else
+    HMAC-SHA256 of its id under the server secret (hex)."""
+    drawn = _gateway_tokens.get(secret, {}).get(kernel_id)
+    if drawn is not None:
+        return drawn
     return hmac.new(secret, kernel_id.encode(), hashlib.sha256).hexdigest()
+
+
+def kernel_url(app: JupyterACP) -> str:
+    """The server's URL as its kernels reach it: ``c.JupyterACP.kernel_server_url``, else its own."""
+    url = (getattr(app, "kernel_server_url", "") or "").strip() or app.serverapp.connection_url
+    return url if url.endswith("/") else url + "/"
 
 
 def start(app: JupyterACP) -> None:
     """Called once the server's URL is final: a fresh server secret, kernels hooked, the runtime file."""
     secret = secrets.token_bytes(32)
-    url = app.serverapp.connection_url
+    url = kernel_url(app)
     app._acp_kernel_secret = secret  # type: ignore[attr-defined]
     app._acp_kernel_url = url  # type: ignore[attr-defined]
     # a token (or URL) inherited from elsewhere (this server started from another server's kernel)
     # is no business of our kernels: each gets its own below
-    os.environ.pop(ENV_TOKEN, None)
-    os.environ.pop(ENV_URL, None)
+    # (the KERNEL_* spelling too: a gateway start request copies every KERNEL_* variable of os.environ)
+    for name in (ENV_TOKEN, ENV_URL, GATEWAY_ENV_TOKEN, GATEWAY_ENV_URL):
+        os.environ.pop(name, None)
     hook_kernel_manager(app)
     info = {
         "url": url,
@@ -112,7 +137,7 @@ def hook_kernel_manager(app: JupyterACP) -> None:
     except Exception:  # pragma: no cover - very old servers
         GatewayMappingKernelManager = ()  # type: ignore[assignment,misc]
     if isinstance(km, GatewayMappingKernelManager):
-        app.log.info("jupyter_acp: gateway kernels get no kernel token; %%acp runs its agent inside them")
+        hook_gateway_manager(app, km)
         return
     original = km.start_kernel
 
@@ -133,6 +158,40 @@ def hook_kernel_manager(app: JupyterACP) -> None:
     app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
 
 
+def hook_gateway_manager(app: JupyterACP, km: Any) -> None:
+    """Give every kernel the server starts behind a gateway a token of its own, as ``KERNEL_*`` variables of its
+    start request, registered for the id the gateway answers."""
+    original = km.start_kernel
+
+    async def start_kernel(*args: Any, kernel_id: str | None = None, path: str | None = None, **kwargs: Any) -> Any:
+        secret = getattr(app, "_acp_kernel_secret", None)
+        if not secret or kernel_id is not None:
+            # an existing gateway kernel (the request names its id): it keeps what it was started with
+            return await ensure_async(original(*args, kernel_id=kernel_id, path=path, **kwargs))
+        token = secrets.token_hex(32)
+        base = kwargs.get("env")
+        env = dict(base) if isinstance(base, dict) else {}
+        env[GATEWAY_ENV_URL] = app._acp_kernel_url  # type: ignore[attr-defined]
+        env[GATEWAY_ENV_TOKEN] = token
+        kwargs["env"] = env
+        started = await ensure_async(original(*args, kernel_id=None, path=path, **kwargs))
+        tokens = _gateway_tokens.setdefault(secret, {})
+        for gone in [k for k in tokens if k not in km]:  # kernels shut down since
+            del tokens[gone]
+        tokens[str(started)] = token
+        return started
+
+    km.start_kernel = start_kernel
+    km._acp_hooked = True
+    app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
+    app.log.info(
+        "jupyter_acp: gateway kernels get %s and their own token (%s); set c.JupyterACP.kernel_server_url "
+        "to the address the gateway's kernels can reach",
+        GATEWAY_ENV_URL,
+        GATEWAY_ENV_TOKEN,
+    )
+
+
 def unhook_kernel_manager(app: JupyterACP) -> None:
     km, hook = getattr(app, "_acp_kernel_hook", (None, None))
     if km is not None and km.__dict__.get("start_kernel") is hook:
@@ -148,4 +207,7 @@ def stop(app: JupyterACP) -> None:
     if path:
         with contextlib.suppress(OSError):
             os.unlink(path)
+    secret = getattr(app, "_acp_kernel_secret", None)
+    if secret:
+        _gateway_tokens.pop(secret, None)
     app._acp_kernel_secret = None  # type: ignore[attr-defined]

@@ -15,20 +15,31 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from ..protocol.kernel_link import ENV_TOKEN, ENV_URL, HEADER, KERNEL_HEADER, RUNTIME_PREFIX
+from ..protocol.kernel_link import (
+    ENV_TOKEN,
+    ENV_URL,
+    GATEWAY_ENV_TOKEN,
+    GATEWAY_ENV_URL,
+    HEADER,
+    KERNEL_HEADER,
+    RUNTIME_PREFIX,
+)
 from .errors import AcpError, ServerGone
 
 
 def kernel_id() -> str | None:
-    """This kernel's id, from its connection file name (``kernel-<id>.json``)."""
+    """This kernel's id, from its connection file name (``kernel-<id>.json``), else ``KERNEL_ID`` (what
+    Enterprise Gateway's kernel launchers set, whose connection files are named otherwise)."""
     try:
         from ipykernel.connect import get_connection_file
 
         name = os.path.basename(get_connection_file())
     except Exception:
-        return None
+        name = ""
     m = re.match(r"kernel-(.+)\.json$", name)
-    return m.group(1) if m else None
+    if m:
+        return m.group(1)
+    return os.environ.get("KERNEL_ID") or None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -64,7 +75,7 @@ def _parent_runtime_info() -> tuple[dict[str, Any], str] | None:
 def discover_server() -> tuple[str, str, str] | None:
     """(url, token, where) of the server that started this kernel, or None.
 
-    The token is this kernel's own (``HMAC(server secret, kernel id)``), which the server put in the
+    ``JUPYTER_ACP_URL`` / ``JUPYTER_ACP_TOKEN``, or their ``KERNEL_``-prefixed spelling in a gateway kernel.  The token is this kernel's own (``HMAC(server secret, kernel id)``), which the server put in the
     kernel's environment when it started it.  The runtime file ``jupyter_acp-<JPY_PARENT_PID>.json``
     holds no secret any more (it would be one for every kernel); a token found there is from an older
     server, which handed one out to every kernel, and is used as before (ignored when that pid is gone:
@@ -73,6 +84,10 @@ def discover_server() -> tuple[str, str, str] | None:
     url, token = os.environ.get(ENV_URL), os.environ.get(ENV_TOKEN)
     if url and token:
         return url, token, "environment"
+    # a kernel behind a Jupyter Gateway: the gateway passes on only KERNEL_* variables of the start request
+    url, token = os.environ.get(GATEWAY_ENV_URL), os.environ.get(GATEWAY_ENV_TOKEN)
+    if url and token:
+        return url, token, f"environment ({GATEWAY_ENV_URL}: a gateway kernel)"
     found = _parent_runtime_info()
     if found and found[0].get("token"):
         return found[0]["url"], found[0]["token"], found[1]
