@@ -100,6 +100,15 @@ class JupyterACP(ExtensionApp):
         "older pages are fetched on demand with events?before=SEQ.",
     )
     replay_page_events = Integer(5000, config=True, help="Most events in one page of history.")
+    terminal_output_bytes = Integer(
+        1024 * 1024,
+        config=True,
+        help="Most output kept per agent terminal (terminal/create's outputByteLimit is capped at it; the oldest "
+        "output goes first, cut at a character boundary).",
+    )
+    max_terminals_per_session = Integer(
+        8, config=True, help="Most agent terminals one notebook session may run at once (terminal/create)."
+    )
 
     @default("store_path")
     def _default_store_path(self) -> str:

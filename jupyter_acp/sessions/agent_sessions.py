@@ -65,7 +65,10 @@ class AgentSessions:
             )
 
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
-        caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+        caps: dict[str, Any] = {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": self.terminals.available,
+        }
         if getattr(self.serverapp, "terminals_enabled", False):
             caps["auth"] = {"terminal": True}  # a terminal login method: the panel opens a JupyterLab terminal
         spec = self.specs()[conn.name]
@@ -89,6 +92,7 @@ class AgentSessions:
             if session.acp_generation == conn.generation:
                 session.acp_generation = None
             self._cancel_pending_permissions(session)
+            self.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
 
     async def _warm_up(self, session: NotebookSession) -> None:
         try:
@@ -144,6 +148,7 @@ class AgentSessions:
             )
         victim = idle[0]
         victim.acp_generation = None
+        await self.terminals.end_session(victim, "this notebook's agent session yielded to another notebook")
         if conn.supports_close and victim.acp_session_id:
             try:
                 await conn.request("session/close", {"sessionId": victim.acp_session_id}, timeout=10)
