@@ -130,6 +130,28 @@ export interface ICommand {
   input?: any;
 }
 
+/** The agent's last `usage_update`: context window tokens used / size, and the session's cost so far. */
+export interface IUsage {
+  used: number;
+  size: number;
+  cost?: { amount: number; currency: string };
+}
+
+/** An ACP `usage_update` read defensively: null when it carries no usable figures. */
+export function usageOf(u: any): IUsage | null {
+  const used = Number(u?.used);
+  const size = Number(u?.size);
+  if (!Number.isFinite(used) || !Number.isFinite(size) || used < 0 || size <= 0) {
+    return null;
+  }
+  const out: IUsage = { used, size };
+  const amount = Number(u?.cost?.amount);
+  if (u?.cost && Number.isFinite(amount)) {
+    out.cost = { amount, currency: String(u.cost.currency ?? 'USD') };
+  }
+  return out;
+}
+
 export type Phase = 'unknown' | 'starting' | 'ready' | 'error';
 
 /** The agent's session modes (ACP `modes`). */
@@ -268,6 +290,8 @@ export class ChatModel {
   configOptions: any[] | null = null;
   /** Tools of the client's gate that run without asking in this session (null: not known yet). */
   alwaysAllowed: string[] | null = null;
+  /** The agent's last usage report (`usage_update`) in this conversation; null: none yet, or a new conversation. */
+  usage: IUsage | null = null;
   /**
    * Older history exists on the server: the next page is `events?before=olderBefore`. The stream
    * replays only the latest page of a long history; null once the first event is loaded.
@@ -351,7 +375,8 @@ export class ChatModel {
       commands: this.commands,
       modes: this.modes,
       configOptions: this.configOptions,
-      alwaysAllowed: this.alwaysAllowed
+      alwaysAllowed: this.alwaysAllowed,
+      usage: this.usage
     };
     this.items = [];
     this._byId.clear();
@@ -589,6 +614,9 @@ export class ChatModel {
         if (e.phase === 'agent_starting') {
           this.phase = 'starting';
         }
+        if (e.phase === 'session_reset') {
+          this.usage = null; // a new conversation: its context starts empty
+        }
         this._add<INoticeItem>({
           kind: 'notice',
           id: this._newId('notice', seq),
@@ -675,6 +703,9 @@ export class ChatModel {
         if (typeof u.currentModeId === 'string') {
           this.modes = { ...(this.modes ?? {}), currentModeId: u.currentModeId };
         }
+        break;
+      case 'usage_update':
+        this.usage = usageOf(u) ?? this.usage;
         break;
       case 'config_option_update':
         // ACP: the full set of options, not a diff

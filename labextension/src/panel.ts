@@ -28,6 +28,7 @@ import { isLiveThought } from './renderers/messages';
 import { renderStatus } from './renderers/status';
 import { NoFetchSanitizer, onRemoteClick } from './sanitizer';
 import { SessionView } from './session';
+import { decorateShortcuts, UsageMeter } from './usage';
 
 export type { IPanelSettings } from './composer';
 export { NoFetchSanitizer } from './sanitizer';
@@ -68,12 +69,18 @@ export class AgentPanel extends Widget {
   private _body = el('div', 'jp-ACP-body');
   private _empty = el('div', 'jp-ACP-empty');
   private _newChat: HTMLButtonElement;
+  private _usage = new UsageMeter();
+  private _commands: CommandRegistry | undefined;
+  /** Called after each render of the shown conversation (the background badges refresh). */
+  onActivity: (() => void) | null = null;
+  private _activity = '';
 
   constructor(options: IPanelOptions) {
     super();
     this.addClass('jp-ACP-panel');
     this.api = options.api ?? new AcpApi();
     this._tracker = options.tracker;
+    this._commands = options.commands;
     // the sidebar's own rendermime: agent content fetches nothing from another server without a click
     this._sanitizer = new NoFetchSanitizer(options.rendermime.sanitizer);
     this._rendermime = options.rendermime.clone({ sanitizer: this._sanitizer });
@@ -122,7 +129,7 @@ export class AgentPanel extends Widget {
       addIcon,
       'New conversation (the agent forgets this one)'
     );
-    titleRow.append(this._title, this._newChat);
+    titleRow.append(this._title, this._usage.node, this._newChat);
     const pickRow = el('label', 'jp-ACP-pickRow');
     pickRow.append(el('span', 'jp-ACP-pickLabel', 'Agent'), this._pickers.agentSelect);
     this._pickers.agentSelect.addEventListener('change', () => this._pickAgent(this._pickers.agentSelect.value));
@@ -168,6 +175,53 @@ export class AgentPanel extends Widget {
 
   get currentSession(): ISessionInfo | null {
     return this._view?.info ?? null;
+  }
+
+  /** The prompt input (the "open and focus" command). */
+  focusInput(): void {
+    this._composer.input.focus();
+  }
+
+  /** A new conversation for the notebook shown (palette command). */
+  newConversation(): Promise<void> {
+    return this._reset();
+  }
+
+  /** Stop the shown conversation's turn (palette command); false when nothing runs. */
+  stop(): boolean {
+    if (!this._view?.model.runningTurn) {
+      return false;
+    }
+    void this._composer.cancel();
+    return true;
+  }
+
+  /**
+   * Answer the shown conversation's oldest pending permission request with its "allow once" (or
+   * "reject") option, as its card's button would; says why when there is none.
+   */
+  answerPending(family: 'allow' | 'reject'): void {
+    const view = this._view;
+    const perm = view?.model.pendingPermissions()[0];
+    if (!view || !perm) {
+      this._flash('No permission request is waiting in this conversation.', 'warning');
+      return;
+    }
+    const card = this._body.querySelector<HTMLElement>(
+      `.jp-ACP-permission[data-request-id="${CSS.escape(perm.requestId)}"]`
+    );
+    const buttons = [...(card?.querySelectorAll<HTMLButtonElement>('button[data-option-kind]') ?? [])];
+    const pick =
+      buttons.find(b => b.dataset.optionKind === `${family}_once`) ??
+      buttons.find(b => b.dataset.optionKind?.startsWith(family));
+    if (!pick) {
+      this._flash(
+        `The agent offered no “${family}” option for this request: answer with one of its own buttons.`,
+        'warning'
+      );
+      return;
+    }
+    pick.click();
   }
 
   dispose(): void {
@@ -375,6 +429,9 @@ export class AgentPanel extends Widget {
         entry.version = item.version;
         entry.live = live;
         renderItem(this._ctx, view, item, entry);
+        if (item.kind === 'tool' && item.permissions.length) {
+          decorateShortcuts(entry.node, this._commands);
+        }
       }
     }
     this._renderEarlier(view);
@@ -467,6 +524,12 @@ export class AgentPanel extends Widget {
 
     this._pickers.renderOptions();
     this._pickers.renderPolicy();
+    this._usage.render(model?.usage ?? null);
+    const activity = `${view?.info.id}:${model?.runningTurn}:${model?.pendingPermissions().length}`;
+    if (activity !== this._activity) {
+      this._activity = activity; // a turn started or ended, a request came or went: badges follow now
+      this.onActivity?.();
+    }
 
     if (this._transient?.turn && this._transient.turn !== (model?.runningTurn ?? null)) {
       this._transient = null; // "the agent is still working" is stale once it is not
