@@ -82,6 +82,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(_env_float("JUPYTER_ACP_MAX_TURN_REQUESTS", 25)),
         help="model round trips per turn",
     )
+    p.add_argument(
+        "--vision",
+        choices=["auto", "yes", "no"],
+        default=os.environ.get("JUPYTER_ACP_VISION", "auto")
+        if os.environ.get("JUPYTER_ACP_VISION") in ("auto", "yes", "no")
+        else "auto",
+        help="does the model take images: auto asks litellm (supports_vision); yes/no for models litellm does not know",
+    )
+    p.add_argument(
+        "--context-window",
+        type=int,
+        default=int(_env_float("JUPYTER_ACP_CONTEXT_WINDOW", 0)),
+        help="the model's context window in tokens, for models litellm does not know (0: ask litellm)",
+    )
     p.add_argument("--tool-timeout", type=float, default=_env_float("JUPYTER_ACP_TOOL_TIMEOUT", 120.0))
     p.add_argument("--mcp-start-timeout", type=float, default=30.0)
     p.add_argument("--model-timeout", type=float, default=_env_float("JUPYTER_ACP_MODEL_TIMEOUT", 600.0))

@@ -25,6 +25,8 @@ MAX_MCP_SERVERS = 16
 MAX_MCP_ARGS = 256
 MAX_MCP_ENV = 256
 MAX_MCP_SETUP_BYTES = 1024 * 1024
+MAX_IMAGE_BYTES = 3 * 1024 * 1024  # the images of one prompt together, decoded (a frame holds 4 MiB)
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 SESSION_PREFIX = "acp:"
 _SESSION_ID = re.compile(r"^acp:[A-Za-z0-9_-]{1,128}$")
@@ -38,13 +40,39 @@ def is_session_id(value: Any) -> bool:
     return isinstance(value, str) and bool(_SESSION_ID.match(value))
 
 
-def prompt_text(blocks: Any, *, joiner: str = "\n", text_only: bool = False) -> str:
-    """The prompt as one text: text blocks, resource links (their uri) and embedded text resources."""
+def image_size(data: str) -> int:
+    """Decoded size of base64 ``data`` (without decoding it)."""
+    n = len(data)
+    return n * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
+
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+
+
+def check_image(block: dict[str, Any]) -> dict[str, Any]:
+    """An ACP image block as ``{"mimeType", "data", "bytes"}``, or an ``invalid_params`` naming what is wrong."""
+    mime, data = block.get("mimeType"), block.get("data")
+    if mime not in IMAGE_TYPES:
+        raise invalid(f"image type {str(mime)[:40]!r} is not one of {', '.join(IMAGE_TYPES)}")
+    if not isinstance(data, str) or not data or len(data) % 4 or not _BASE64.match(data):
+        raise invalid("an image block's data must be base64")
+    return {"mimeType": mime, "data": data, "bytes": image_size(data)}
+
+
+def prompt_text(
+    blocks: Any, *, joiner: str = "\n", text_only: bool = False, images: list[dict[str, Any]] | None = None
+) -> str:
+    """The prompt as one text: text blocks, resource links (their uri) and embedded text resources.
+
+    With ``images`` (a list to fill), image blocks are accepted: each is checked (``check_image``) and
+    appended, and together they stay within ``MAX_IMAGE_BYTES``; without it an image is refused.
+    """
     if not isinstance(blocks, list):
         raise invalid("prompt must be a list of content blocks")
     if len(blocks) > MAX_PROMPT_BLOCKS:
         raise invalid(f"prompt has {len(blocks)} blocks; the limit is {MAX_PROMPT_BLOCKS}")
     parts: list[str] = []
+    image_bytes = 0
     for block in blocks:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text" and isinstance(block.get("text"), str):
@@ -60,6 +88,12 @@ def prompt_text(blocks: Any, *, joiner: str = "\n", text_only: bool = False) -> 
             if not text_only:
                 res = block["resource"]
                 parts.append(f"<resource uri={res.get('uri', '')!r}>\n{res['text']}\n</resource>")
+        elif kind == "image" and images is not None:
+            image = check_image(block)
+            image_bytes += image["bytes"]
+            if image_bytes > MAX_IMAGE_BYTES:
+                raise invalid(f"the prompt's images exceed {MAX_IMAGE_BYTES} bytes")
+            images.append(image)
         else:
             raise invalid("prompt contains content the agent did not advertise")
     text = joiner.join(parts)

@@ -13,7 +13,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from .images import image_parts, result_images, user_message, without_image_data
 from .tools import Tool, ToolResult, cap_value, plan_entries
+from .usage import session_vision, usage_update
 
 if TYPE_CHECKING:  # pragma: no cover
     from .server import BuiltinAgent, Session, Turn
@@ -21,7 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("jupyter_acp.agent.model")
 
 MAX_TOOL_TEXT_FOR_MODEL = 64 * 1024
-
 SYSTEM_PROMPT = (
     "You are a helpful coding assistant working inside Jupyter. The working directory is {cwd}. "
     "Use the tools you are given when they help; tools named client_* act on the user's notebook. "
@@ -106,9 +107,12 @@ def call_meta(name: str) -> dict[str, Any]:
     return {"jupyter_acp": {"toolName": name}}
 
 
-async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) -> str:
+async def run_turn(
+    agent: BuiltinAgent, sess: Session, turn: Turn, text: str, images: list[dict[str, Any]] | None = None
+) -> str:
     litellm = await agent.litellm.get()
-    user = {"role": "user", "content": text}
+    vision = session_vision(litellm, getattr(agent.args, "vision", "auto"), sess.model)
+    user = user_message(text, images or [], vision, sess.model)
     sess.messages.append(user)
     agent.store.append(sess.id, user)
     tools = [t.to_model() for t in sess.tools.values()]
@@ -119,6 +123,7 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
         kwargs["api_key"] = agent.args.api_key
     if tools:
         kwargs["tools"] = tools
+    kwargs["stream_options"] = {"include_usage": True}
     system = {"role": "system", "content": SYSTEM_PROMPT.format(cwd=sess.cwd)}
     out: _Coalescer | None = None
     try:
@@ -133,7 +138,9 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
             )
             calls: dict[int, dict[str, Any]] = {}
             out = _Coalescer(agent, sess, turn)
+            usage: Any = None
             async for chunk in stream:
+                usage = getattr(chunk, "usage", None) or usage
                 choices = getattr(chunk, "choices", None) or []
                 if not choices:
                     continue
@@ -157,6 +164,7 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
                         if getattr(fn, "arguments", None):
                             slot["arguments"] += fn.arguments
             await out.flush()
+            await send_usage(agent, sess, turn, litellm, usage)
             text_out = turn.partial_text
             turn.partial_text = ""
             if not calls:
@@ -179,10 +187,16 @@ async def run_turn(agent: BuiltinAgent, sess: Session, turn: Turn, text: str) ->
                     for c in ordered
                 ],
             }
-            results = []
+            results: list[dict[str, Any]] = []
+            seen: list[dict[str, Any]] = []
             for c in ordered:
-                result = await run_tool(agent, sess, turn, c["id"], c["name"], c["arguments"])
+                result, shown_images = await run_tool(agent, sess, turn, c["id"], c["name"], c["arguments"])
                 results.append({"role": "tool", "tool_call_id": c["id"], "content": result})
+                seen.extend(shown_images)
+            if seen and vision:
+                # a tool message carries text only: the tools' images follow as the user's, so the model sees them
+                note = {"type": "text", "text": f"The image output of the tool call(s) above ({len(seen)}):"}
+                results.append({"role": "user", "content": [note, *image_parts(seen)]})
             sess.messages.extend([assistant, *results])
             agent.store.append(sess.id, assistant, *results)
         return "max_turn_requests"
@@ -249,8 +263,23 @@ class _Coalescer:
             await self.agent.say(self.sess, self.kind, text, self.turn)
 
 
-async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, name: str, raw_args: str) -> str:
-    """Run one tool call; the returned text is what the model reads."""
+async def send_usage(agent: BuiltinAgent, sess: Session, turn: Turn, litellm: Any, usage: Any) -> None:
+    """A ``usage_update`` after a model call (when the provider said how many tokens it used)."""
+    try:
+        update, sess.cost = usage_update(
+            litellm, sess.model, usage, sess.cost, int(getattr(agent.args, "context_window", 0) or 0)
+        )
+    except Exception as exc:  # usage is a courtesy: never the end of a turn
+        log.warning("usage could not be computed: %s", type(exc).__name__)
+        return
+    if update is not None:
+        await agent.send_update(sess, update, turn)
+
+
+async def run_tool(
+    agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, name: str, raw_args: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """Run one tool call; the returned text is what the model reads, with the images the tool answered."""
     tool = sess.tools.get(name)
     try:
         arguments = json.loads(raw_args) if raw_args.strip() else {}
@@ -262,7 +291,7 @@ async def run_tool(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str,
     if tool is not None and tool.source == "plan":
         entries = plan_entries(arguments or {})
         await agent.send_update(sess, {"sessionUpdate": "plan", "entries": entries}, turn)
-        return "plan updated"
+        return "plan updated", []
     title = call_title(name, tool, arguments)
     shown_content = call_content(arguments)
     update: dict[str, Any] = {
@@ -331,23 +360,29 @@ def needs_permission(agent: BuiltinAgent, sess: Session, tool: Tool) -> bool:
     return sess.mode != "auto"
 
 
-async def _finish(agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, result: ToolResult) -> str:
+async def _finish(
+    agent: BuiltinAgent, sess: Session, turn: Turn, call_id: str, result: ToolResult
+) -> tuple[str, list[dict[str, Any]]]:
     text = result.text
     shown = text if len(text) <= MAX_TOOL_TEXT_FOR_MODEL else text[:MAX_TOOL_TEXT_FOR_MODEL] + "\n[... truncated]"
+    images = [] if result.is_error else result_images(result.raw)
+    content: list[dict[str, Any]] = [
+        {"type": "content", "content": {"type": "text", "text": cap_value(shown) if len(shown) > 65536 else shown}}
+    ]
+    content += [
+        {"type": "content", "content": {"type": "image", "mimeType": im["mimeType"], "data": im["data"]}}
+        for im in images
+    ]
+    raw = without_image_data(result.raw) if images else result.raw
     await agent.send_update(
         sess,
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": call_id,
             "status": "failed" if result.is_error else "completed",
-            "content": [
-                {
-                    "type": "content",
-                    "content": {"type": "text", "text": cap_value(shown) if len(shown) > 65536 else shown},
-                }
-            ],
-            "rawOutput": cap_value(result.raw if result.raw is not None else text),
+            "content": content,
+            "rawOutput": cap_value(raw if raw is not None else text),
         },
         turn,
     )
-    return shown
+    return shown, images

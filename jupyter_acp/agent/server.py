@@ -29,6 +29,7 @@ from .history import HistoryStore
 from .limits import invalid
 from .setup import SessionSetup
 from .state import MODE_IDS, MODES, NO_MODEL_MESSAGE, LitellmLoader, Session, Turn, UpdateBudgetExceeded
+from .usage import vision_default
 
 __all__ = ["MODES", "NO_MODEL_MESSAGE", "BuiltinAgent", "Session", "Turn", "UpdateBudgetExceeded", "run"]
 
@@ -64,6 +65,14 @@ class BuiltinAgent(SessionSetup):
         if sess is None:
             raise invalid(f"unknown session id {sid!r}"[:200])
         return sess
+
+    def takes_images(self) -> bool:
+        """``promptCapabilities.image``: echo always (it describes them); a model when it supports vision."""
+        if self.echo:
+            return True
+        if not self.args.model:
+            return False
+        return vision_default(getattr(self.args, "vision", "auto"), self.args.model)
 
     def model_options(self, current: str) -> list[str]:
         opts: list[str] = []
@@ -158,7 +167,10 @@ class BuiltinAgent(SessionSetup):
         entry = (meta.get(client_tools.NAMESPACE) or {}) if isinstance(meta.get(client_tools.NAMESPACE), dict) else {}
         ct = entry.get(client_tools.CLIENT_TOOLS_KEY)
         self.client_tools = ct if isinstance(ct, dict) else {}
-        caps: dict[str, Any] = {"loadSession": not self.echo, "promptCapabilities": {"embeddedContext": True}}
+        caps: dict[str, Any] = {
+            "loadSession": not self.echo,
+            "promptCapabilities": {"embeddedContext": True, "image": self.takes_images()},
+        }
         # echo sessions close too: a client past its session cap closes the least recently used one
         caps["sessionCapabilities"] = {"close": {}} if self.echo else {"resume": {}, "close": {}}
         if not self.echo:
@@ -206,10 +218,13 @@ class BuiltinAgent(SessionSetup):
     # -- prompts ---------------------------------------------------------------------------------
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         sess = self._session(params)
+        images: list[dict[str, Any]] = []
+        accept = images if self.takes_images() else None
         if self.echo:
-            text = limits.prompt_text(params.get("prompt"), joiner=" ", text_only=True)
+            text = limits.prompt_text(params.get("prompt"), joiner=" ", text_only=True, images=accept)
+            text = " ".join([text, *(f"[image: {im['mimeType']}, {im['bytes']} bytes]" for im in images)]).strip()
         else:
-            text = limits.prompt_text(params.get("prompt"))
+            text = limits.prompt_text(params.get("prompt"), images=accept)
         self._begin(sess.id, "prompt")
         sess.cancelled = False  # a cancel sent before this turn must not leak into it
         turn = Turn()
@@ -220,7 +235,7 @@ class BuiltinAgent(SessionSetup):
         else:
             from .model import run_turn
 
-            task = asyncio.ensure_future(run_turn(self, sess, turn, text))
+            task = asyncio.ensure_future(run_turn(self, sess, turn, text, images))
         sess.turn_task = task
         try:
             await asyncio.wait({task})

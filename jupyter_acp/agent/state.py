@@ -44,6 +44,7 @@ class Session:
     tools: dict[str, Tool] = field(default_factory=dict)
     mcp: list[McpConnection] = field(default_factory=list)
     always_allowed: set[str] = field(default_factory=set)
+    cost: float = 0.0  # USD spent by this session's model calls (as litellm prices them), since it opened
     cancelled: bool = False
     turn_task: asyncio.Task[Any] | None = None
 

@@ -18,6 +18,10 @@ Rules are tried in order; the first that matches the request answers it:
 ``status``     answer with this HTTP error status instead (``text`` is the error message)
 ``times``      use the rule at most this many times
 
+Every answer reports ``usage`` (about four characters a token; with ``stream_options.include_usage`` a
+streamed answer ends with a usage chunk, as OpenAI's does).  ``images_of(message)`` lists the image URLs a
+request's message carried.
+
 With no rule matching, a tool result is answered ``"Tool result: {last}"`` and anything else
 ``"You said: {last}"``.
 
@@ -48,6 +52,30 @@ def message_text(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return ""
+
+
+def images_of(message: dict[str, Any]) -> list[str]:
+    """The image URLs (``data:`` URLs from the built-in agent) in a chat message's content parts."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        str((p.get("image_url") or {}).get("url", "")) if isinstance(p.get("image_url"), dict) else str(p["image_url"])
+        for p in content
+        if isinstance(p, dict) and p.get("type") == "image_url" and p.get("image_url")
+    ]
+
+
+def usage_of(body: dict[str, Any], answer: dict[str, Any]) -> dict[str, int]:
+    """Token counts as a provider reports them: about four characters a token (an image counts 85)."""
+    prompt = 0
+    for m in body.get("messages") or []:
+        if isinstance(m, dict):
+            prompt += len(message_text(m)) // 4 + 4 + 85 * len(images_of(m))
+    completion = len(answer.get("text") or "") // 4 + len(answer.get("reasoning") or "") // 4 + 1
+    if answer.get("tool_call"):
+        completion += len(json.dumps(answer["tool_call"])) // 4
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 def _split(text: str, size: int | None) -> list[str]:
@@ -170,7 +198,7 @@ class FakeModel:
                     "choices": [
                         {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_call else "stop"}
                     ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "usage": usage_of(body, answer),
                 }
             )
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -215,6 +243,11 @@ class FakeModel:
             for part in (args[:half], args[half:]):
                 await send({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
         await send({}, "tool_calls" if tool_call else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            # as OpenAI does: one last chunk without choices, with the usage
+            last = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": []}
+            last["usage"] = usage_of(body, answer)
+            await resp.write(b"data: " + json.dumps(last).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

@@ -146,8 +146,8 @@ def test_prompt_and_session_limits(state_dir, tmp_path):
         big = [{"type": "text", "text": "a" * (1024 * 1024 + 1)}]
         err = await rpc_error(c.request("session/prompt", {"sessionId": sid, "prompt": big}))
         assert err.code == INVALID_PARAMS
-        image = [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
-        err = await rpc_error(c.request("session/prompt", {"sessionId": sid, "prompt": image}))
+        audio = [{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]  # (echo takes images: it describes them)
+        err = await rpc_error(c.request("session/prompt", {"sessionId": sid, "prompt": audio}))
         assert err.code == INVALID_PARAMS and "did not advertise" in err.message
         # exactly 256 blocks is fine
         ok = await c.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "b"}] * 256})
