@@ -302,6 +302,7 @@ REQUEST_ID = r"(?P<request_id>[0-9a-zA-Z_-]{1,64})"
 
 def handlers() -> list[tuple[str, type]]:
     from .agent_routes import handlers as agent_handlers
+    from .conversation_routes import handlers as conversation_handlers
     from .frontend_socket import FrontendWebSocket
     from .revert import RevertHandler
 
@@ -321,5 +322,6 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/sessions/{sid}/stream", StreamHandler),
         (rf"/jupyter-acp/sessions/{sid}/revert", RevertHandler),
         (r"/jupyter-acp/frontend/ws", FrontendWebSocket),
+        *conversation_handlers(),  # the notebook's past conversations (conversation_routes.py)
         *agent_handlers(),  # set an agent up: settings, models, login, enable (agent_routes.py)
     ]

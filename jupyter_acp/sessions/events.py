@@ -73,7 +73,7 @@ class EventLog:
         try:
             for session in waiting:
                 events = [e for e, _ in session.unsaved]
-                self.store.append_many(session.id, events, [t for _, t in session.unsaved])
+                self.store.append_many(session.id, events, [t for _, t in session.unsaved], session.conversation)
             self.store.commit()
         except StoreError as exc:
             self._store_failure(str(exc))

@@ -23,6 +23,7 @@ from ..protocol.paths import PathError, notebook_api_path
 from ..tools import ToolSurface
 from ..tools.files import FileRules
 from .agent_sessions import AgentSessions
+from .conversations import Conversations
 from .events import EventLog
 from .follow import ToolListFollower
 from .gate import Gate
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, AgentSessions, Turns, Permissions):
+class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
     """The facade the routes and the app hold: the session registry and the lifecycle here; the event log,
     agent sessions, turns and permissions in their own modules (mixins of one object, one state)."""
 

@@ -111,6 +111,11 @@ class NotebookSession:
     def acp_session_id(self) -> str | None:
         return self.record.acp_session_id
 
+    @property
+    def conversation(self) -> int:
+        """The number of the notebook's current conversation (its events carry it in the store)."""
+        return self.record.conversation
+
 
 class TurnTimeout(Exception):
     pass

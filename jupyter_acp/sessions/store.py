@@ -29,9 +29,11 @@ from pydantic import BaseModel
 
 from ..protocol import codec
 from .store_cap import MiB, cap_event, human, text_bytes
+from .store_conversations import ConversationRecord, ConversationStore
 from .store_file import SCHEMA, SIDE_FILES, VERSION, StoreError, StoreFile, root_of
 
 __all__ = [
+    "ConversationRecord",
     "MiB",
     "SCHEMA",
     "SIDE_FILES",
@@ -60,9 +62,11 @@ class SessionRecord(BaseModel):
     updated: float = 0.0
     #: real path of the server root the notebook lives in ("" for a migrated session of no known root)
     root: str = ""
+    #: the number of the notebook's current conversation (a reset starts the next one; see ``store_conversations``)
+    conversation: int = 1
 
 
-class TranscriptStore(StoreFile):
+class TranscriptStore(StoreFile, ConversationStore):
     """Sessions and their events: append (capped), compact past the byte cap, read in pages."""
 
     def __init__(self, path: str, *, max_event_bytes: int = 256 * 1024, max_session_bytes: int = 64 * MiB) -> None:
@@ -76,15 +80,26 @@ class TranscriptStore(StoreFile):
     def save_session(self, rec: SessionRecord) -> None:
         rec.updated = time.time()
         self._write(
-            "INSERT INTO sessions (id, notebook, agent, cwd, acp_session_id, created, updated, root) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET notebook=excluded.notebook, "
-            "cwd=excluded.cwd, acp_session_id=excluded.acp_session_id, updated=excluded.updated",
-            (rec.id, rec.notebook, rec.agent, rec.cwd, rec.acp_session_id, rec.created, rec.updated, rec.root),
+            "INSERT INTO sessions (id, notebook, agent, cwd, acp_session_id, created, updated, root, conversation) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET notebook=excluded.notebook, "
+            "cwd=excluded.cwd, acp_session_id=excluded.acp_session_id, updated=excluded.updated, "
+            "conversation=excluded.conversation",
+            (
+                rec.id,
+                rec.notebook,
+                rec.agent,
+                rec.cwd,
+                rec.acp_session_id,
+                rec.created,
+                rec.updated,
+                rec.root,
+                rec.conversation,
+            ),
         )
 
     def load_sessions(self, root: str | None = None) -> list[SessionRecord]:
         """The sessions of one server root (its real path); all of them when ``root`` is None."""
-        sql = "SELECT id, notebook, agent, cwd, acp_session_id, created, updated, root FROM sessions"
+        sql = "SELECT id, notebook, agent, cwd, acp_session_id, created, updated, root, conversation FROM sessions"
         args: tuple[Any, ...] = ()
         if root is not None:
             if not root:
@@ -94,14 +109,24 @@ class TranscriptStore(StoreFile):
         rows = self.db.execute(sql, args).fetchall()
         return [
             SessionRecord(
-                id=r[0], notebook=r[1], agent=r[2], cwd=r[3], acp_session_id=r[4], created=r[5], updated=r[6], root=r[7]
+                id=r[0],
+                notebook=r[1],
+                agent=r[2],
+                cwd=r[3],
+                acp_session_id=r[4],
+                created=r[5],
+                updated=r[6],
+                root=r[7],
+                conversation=r[8],
             )
             for r in rows
         ]
 
     # -- events ----------------------------------------------------------------------------------
-    def append_many(self, session_id: str, events: list[dict[str, Any]], encoded: list[str]) -> None:
-        """Stage events (already JSON-encoded once, for the store and the wire alike).
+    def append_many(
+        self, session_id: str, events: list[dict[str, Any]], encoded: list[str], conversation: int = 1
+    ) -> None:
+        """Stage events (already JSON-encoded once, for the store and the wire alike), of one conversation.
 
         An event bigger than ``max_event_bytes`` is stored cut (the cut marked).  When a turn ends in
         this batch and the session is past ``max_session_bytes``, its oldest turns are compacted.
@@ -117,14 +142,17 @@ class TranscriptStore(StoreFile):
             size = text_bytes(text)
             added += size
             turn_ended = turn_ended or e["type"] == "turn_ended"
-            rows.append((session_id, e["seq"], e["type"], size, text))
+            rows.append((session_id, e["seq"], e["type"], size, text, conversation))
         try:
             if not self._dirty:
                 db.execute("BEGIN")
                 self._dirty = True
             db.executemany(
-                "INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)", rows
+                "INSERT OR REPLACE INTO events (session_id, seq, type, size, data, conversation) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
             )
+            self._note_conversation(session_id, conversation, events)
         except sqlite3.Error as exc:
             self._rollback()
             raise StoreError(f"could not save the transcript: {exc}") from exc
@@ -204,9 +232,10 @@ class TranscriptStore(StoreFile):
             "the prompts and turn ends stay",
         }
         text = codec.dumps(notice)
-        db.execute(
-            "INSERT OR REPLACE INTO events (session_id, seq, type, size, data) VALUES (?, ?, ?, ?, ?)",
-            (session_id, first, "notice", text_bytes(text), text),
+        db.execute(  # in the conversation of the turn it sits in (the prompt before it)
+            "INSERT OR REPLACE INTO events (session_id, seq, type, size, data, conversation) VALUES (?, ?, ?, ?, ?, "
+            "COALESCE((SELECT conversation FROM events WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1), 1))",
+            (session_id, first, "notice", text_bytes(text), text, session_id, first),
         )
         self._bytes[session_id] = total - dropped + text_bytes(text)
         log.info("history of session %s compacted: %d turns, %s", session_id, turns, human(dropped))

@@ -9,17 +9,20 @@ event-loop tick (``commit``); a failure rolls back and raises :class:`StoreError
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
 import sqlite3
 import stat
+import uuid
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: the schema version this code writes (``PRAGMA user_version``); 0 is the store before roots
-VERSION = 1
+#: the schema version this code writes (``PRAGMA user_version``); 0 is the store before roots, 1 before
+#: conversations
+VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -30,7 +33,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     acp_session_id TEXT,
     created REAL NOT NULL,
     updated REAL NOT NULL,
-    root TEXT NOT NULL DEFAULT ''
+    root TEXT NOT NULL DEFAULT '',
+    conversation INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL,
@@ -38,8 +42,21 @@ CREATE TABLE IF NOT EXISTS events (
     type TEXT NOT NULL,
     size INTEGER,
     data TEXT NOT NULL,
+    conversation INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    acp_session_id TEXT,
+    title TEXT NOT NULL DEFAULT '',
+    started REAL NOT NULL,
+    ended REAL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, number)
+);
 """
 
 #: files SQLite keeps next to the database
@@ -60,6 +77,95 @@ def root_of(cwd: str, notebook: str) -> str:
     return os.path.realpath(cwd[: -len(suffix)] or os.sep)
 
 
+def insert_conversation(
+    db: sqlite3.Connection,
+    session_id: str,
+    number: int,
+    started: float,
+    *,
+    ended: float | None = None,
+    title: str = "",
+    turns: int = 0,
+    acp_session_id: str | None = None,
+) -> str:
+    """A conversation's row (its agent is the session's); its id, the one the routes name it by."""
+    cid = uuid.uuid4().hex
+    db.execute(
+        "INSERT OR IGNORE INTO conversations (id, session_id, number, agent, acp_session_id, title, started, ended, "
+        "turns) SELECT ?, ?, ?, agent, ?, ?, ?, ?, ? FROM sessions WHERE id = ?",
+        (cid, session_id, number, acp_session_id, title[:TITLE_CHARS], started, ended, turns, session_id),
+    )
+    return cid
+
+
+#: a conversation's title is its first prompt, cut to this
+TITLE_CHARS = 200
+
+
+def split_conversations(db: sqlite3.Connection) -> int:
+    """Stores before conversations: each ``session_reset`` marker starts a new one (the marker its first event).
+
+    Every session gets its conversation rows (first prompt, turns, start and end, the agent session id last
+    seen); the last is the current one.  Returns how many earlier (ended) conversations the markers split off.
+    """
+    from ..protocol.transcript import prompt_text
+
+    split = 0
+    sessions = db.execute(
+        "SELECT id, created FROM sessions WHERE id NOT IN (SELECT session_id FROM conversations)"
+    ).fetchall()
+    for sid, created in sessions:
+        markers = [
+            r[0]
+            for r in db.execute(
+                "SELECT seq FROM events WHERE session_id = ? AND type = 'notice' "
+                "AND json_extract(data, '$.phase') = 'session_reset' ORDER BY seq",
+                (sid,),
+            )
+        ]
+        for number, lo in enumerate(markers, start=2):
+            db.execute("UPDATE events SET conversation = ? WHERE session_id = ? AND seq >= ?", (number, sid, lo))
+        last = len(markers) + 1
+        for number in range(1, last + 1):
+            span = (sid, number)
+            first_ts, last_ts, turns = db.execute(
+                "SELECT json_extract(MIN(CASE WHEN seq = lo THEN data END), '$.ts'), "
+                "json_extract(MIN(CASE WHEN seq = hi THEN data END), '$.ts'), SUM(type = 'turn_started') "
+                "FROM events, (SELECT MIN(seq) AS lo, MAX(seq) AS hi FROM events WHERE session_id = ? "
+                "AND conversation = ?) WHERE session_id = ? AND conversation = ?",
+                span + span,
+            ).fetchone()
+            first = db.execute(
+                "SELECT data FROM events WHERE session_id = ? AND conversation = ? AND type = 'turn_started' "
+                "ORDER BY seq LIMIT 1",
+                span,
+            ).fetchone()
+            acp = db.execute(
+                "SELECT json_extract(data, '$.acp_session_id') FROM events WHERE session_id = ? AND conversation = ? "
+                "AND type = 'session_ready' ORDER BY seq DESC LIMIT 1",
+                span,
+            ).fetchone()
+            title = ""
+            if first:
+                try:
+                    title = prompt_text(json.loads(first[0]))
+                except ValueError:
+                    pass
+            insert_conversation(
+                db,
+                sid,
+                number,
+                float(first_ts or created or 0.0),
+                ended=None if number == last else float(last_ts or first_ts or created or 0.0),
+                title=title,
+                turns=int(turns or 0),
+                acp_session_id=acp[0] if acp else None,
+            )
+        db.execute("UPDATE sessions SET conversation = ? WHERE id = ?", (last, sid))
+        split += len(markers)
+    return split
+
+
 class StoreError(Exception):
     """The store could not save; the message says why (disk full, locked, ...)."""
 
@@ -75,6 +181,8 @@ class StoreFile:
         self.notices: list[str] = []
         #: bytes of each session's stored events, counted as they are added (see ``session_bytes``)
         self._bytes: dict[str, int] = {}
+        #: (session id, number) of the conversations known to have their row (``store_conversations``)
+        self._rows: set[tuple[str, int]] = set()
 
     # -- opening: private, migrated ----------------------------------------------------------------
     def open(self) -> None:
@@ -171,8 +279,20 @@ class StoreFile:
                         + (f" ({unknown} of no known root are kept but never shown)" if unknown else "")
                     )
                     log.info("jupyter_acp: %s", self.notices[-1])
-            if "size" not in {r[1] for r in db.execute("PRAGMA table_info(events)")}:
+            event_columns = {r[1] for r in db.execute("PRAGMA table_info(events)")}
+            if "size" not in event_columns:
                 db.execute("ALTER TABLE events ADD COLUMN size INTEGER")  # old rows: NULL, measured when needed
+            if "conversation" not in event_columns:
+                db.execute("ALTER TABLE events ADD COLUMN conversation INTEGER NOT NULL DEFAULT 1")
+            if "conversation" not in {r[1] for r in db.execute("PRAGMA table_info(sessions)")}:
+                db.execute("ALTER TABLE sessions ADD COLUMN conversation INTEGER NOT NULL DEFAULT 1")
+            db.execute("CREATE INDEX IF NOT EXISTS events_conversation ON events (session_id, conversation, seq)")
+            split = split_conversations(db)
+            if split:
+                self.notices.append(
+                    f"transcript store migrated: {split} earlier conversations (before a reset) are listed apart"
+                )
+                log.info("jupyter_acp: %s", self.notices[-1])
             db.execute("DROP INDEX IF EXISTS sessions_notebook_agent")
             db.execute(
                 "CREATE UNIQUE INDEX IF NOT EXISTS sessions_root_notebook_agent ON sessions (root, notebook, agent)"
@@ -223,6 +343,7 @@ class StoreFile:
     def _rollback(self) -> None:
         self._dirty = False
         self._bytes.clear()  # counted sizes may include what was rolled back: measure again
+        self._rows.clear()  # and conversation rows inserted in it
         try:
             self.db.execute("ROLLBACK")
         except sqlite3.Error:

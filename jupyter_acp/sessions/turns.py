@@ -161,8 +161,8 @@ class Turns:
     def _seeded(self, session: NotebookSession, blocks: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
         """Prefix a prompt with the recent history, for an agent that lost the conversation."""
         lines: list[str] = []
-        # the latest page: a bounded tail
-        for ex in exchanges(self.events(session, before=session.seq + 1)):
+        # the latest page of the current conversation: a bounded tail
+        for ex in exchanges(self.conversation_tail(session)):
             if ex.turn_id == turn_id:
                 continue
             lines.append(f"User: {ex.prompt}")
@@ -201,38 +201,20 @@ class Turns:
             turn.task.cancel()
 
     async def reset(self, session: NotebookSession) -> NotebookSession:
-        """A new conversation for the notebook: the agent forgets; the transcript keeps a marker.
+        """A new conversation for the notebook: the agent forgets; the earlier one is kept and listed
+        (``conversations.py``: it can be read, resumed or deleted).
 
-        The notebook session (and its id) stays: only its ACP session is replaced.
+        The notebook session (and its id) stays: only its ACP session and its conversation number change; the new
+        conversation starts with a marker.
         """
-        if session.turn is not None:
-            await self.cancel(session)
-            deadline = time.monotonic() + self.app.cancel_grace + 1
-            while session.turn is not None and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded poll
-                await asyncio.sleep(0.05)
-            if session.turn is not None:
-                raise HubError("the running turn did not end; try again", 409)
-        conn = self.connections.get(session.agent)
-        old = session.acp_session_id
-        if conn is not None and conn.alive and old and conn.supports_close:
-            try:
-                await conn.request("session/close", {"sessionId": old}, timeout=5)
-            except Exception as exc:  # the agent forgetting is all we need; closing is a courtesy
-                log.info("session/close of %s failed: %s", old, exc)
-        if old:
-            self._by_acp.pop((session.agent, old), None)
-        if self.mcp_host is not None:
-            self.mcp_host.revoke_session(session.id)
-        session.record.acp_session_id = None
-        self._save(session.record)
-        session.acp_generation = None
-        session.reseed = False
+        await self.new_conversation(session)
         self.emit(
             session,
             "notice",
             level="info",
             phase="session_reset",
-            text="new conversation: the agent does not remember what came before this point",
+            text="new conversation: the agent does not remember what came before this point "
+            "(the earlier one is kept: see the history menu)",
         )
         return await self.open_session(session.notebook, session.agent)
 
