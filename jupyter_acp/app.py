@@ -16,6 +16,7 @@ from .acp.process import curated_env
 from .agents.catalog import AgentSpec, default_agents, detected_agents
 from .agents.credentials import AgentSettingsStore
 from .http import kernel_routes
+from .http.base import image_bytes
 from .http.user_routes import handlers
 from .sessions.hub import SessionHub
 from .sessions.store import TranscriptStore
@@ -55,6 +56,11 @@ class JupyterACP(ExtensionApp):
     max_frame_bytes = Integer(16 * 1024 * 1024, config=True, help="Largest message accepted from an agent.")
     max_prompt_bytes = Integer(1024 * 1024, config=True, help="Largest prompt (text and embedded resources).")
     max_prompt_blocks = Integer(256, config=True, help="Most content blocks in one prompt.")
+    max_image_bytes = Integer(
+        1024 * 1024,
+        config=True,
+        help="Largest total size of the images in one prompt (decoded bytes; they do not count in max_prompt_bytes).",
+    )
     max_sessions_per_agent = Integer(
         64,
         config=True,
@@ -198,8 +204,11 @@ class JupyterACP(ExtensionApp):
     def check_prompt(self, blocks: list[dict[str, Any]]) -> None:
         if len(blocks) > self.max_prompt_blocks:
             raise web.HTTPError(413, f"prompt has {len(blocks)} blocks; the limit is {self.max_prompt_blocks}")
-        size = 0
+        size = images = 0
         for block in blocks:
+            if block.get("type") == "image":
+                images += image_bytes(block)
+                continue
             for key in ("text", "data", "blob"):
                 value = block.get(key)
                 if isinstance(value, str):
@@ -212,6 +221,12 @@ class JupyterACP(ExtensionApp):
                         size += len(value.encode())
         if size > self.max_prompt_bytes:
             raise web.HTTPError(413, f"prompt is {size} bytes; the limit is {self.max_prompt_bytes}")
+        if images > self.max_image_bytes:
+            raise web.HTTPError(
+                413,
+                f"the prompt's images are {images} bytes; the limit is {self.max_image_bytes} "
+                "(JupyterACP.max_image_bytes): send a smaller image or raise the limit",
+            )
 
     def describe_agents(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
