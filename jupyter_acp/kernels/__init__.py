@@ -1,13 +1,16 @@
 """One kernel client layer for local kernels and kernels behind a Jupyter Gateway.
 
 ``bridge.KernelBridge`` is what the tools, server-side execution and the variable tools use;
-``client.KernelConnection`` one client of one kernel (jupyter_server's ``manager.client()``: ZMQ for a
-local kernel, ``GatewayKernelClient`` over the gateway's WebSocket for a remote one); ``summarise`` the
+``client.KernelConnection`` one client of one kernel (its requests), on ``channels.KernelChannels`` (the
+transport: jupyter_server's ``manager.client()``, ZMQ for a local kernel, or ``gateway``'s
+``GatewayKernelClient`` over the gateway's WebSocket for a remote one, replies routed); ``summarise`` the
 read-only summariser whose source runs inside the kernel; ``messages`` the errors and helpers.
 """
 
 from .bridge import HIDDEN_NAMES, PSEUDO_VARIABLES, KernelBridge, summariser_source, summary_expression
-from .client import IopubCallback, KernelConnection, is_gateway_manager
+from .channels import IopubCallback
+from .client import KernelConnection
+from .gateway import is_gateway_manager
 from .messages import ANSI_RE, KernelTimeout, KernelUnavailable, clip, describe, output_from_msg, strip_ansi
 
 __all__ = [

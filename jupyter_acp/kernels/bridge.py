@@ -24,7 +24,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from . import summarise as _summarise_module
-from .client import KernelConnection, generation, is_gateway_manager
+from .channels import generation
+from .client import KernelConnection
+from .gateway import is_gateway_manager
 from .messages import KernelTimeout, KernelUnavailable, describe, output_from_msg
 
 log = logging.getLogger(__name__)
