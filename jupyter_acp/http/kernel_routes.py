@@ -272,6 +272,34 @@ class EventsHandler(KernelHandler):
         self.send({"events": events, "session": self.hub.describe(session)})
 
 
+class ConversationsHandler(KernelHandler):
+    @allow_unauthenticated
+    async def get(self, session_id: str) -> None:
+        """The notebook's conversations with this agent, newest first (``%acp history --all``)."""
+        self.check_secret()
+        session = await self.own_session(session_id)
+        try:
+            self.send(self.hub.conversation_list(session))
+        except HubError as exc:
+            raise http_error(exc) from None
+
+
+class ConversationEventsHandler(KernelHandler):
+    @allow_unauthenticated
+    async def get(self, session_id: str, cid: str) -> None:
+        """A page of one of the notebook's conversations, oldest first after ``after`` (``%acp history N``)."""
+        self.check_secret()
+        session = await self.own_session(session_id)
+        try:
+            after = int(self.get_query_argument("after", "0"))
+        except ValueError:
+            raise web.HTTPError(400, "after is an integer") from None
+        try:
+            self.send(self.hub.conversation_events(session, cid, after))
+        except HubError as exc:
+            raise http_error(exc) from None
+
+
 class CancelHandler(KernelHandler):
     @allow_unauthenticated
     async def post(self, session_id: str) -> None:
@@ -304,6 +332,11 @@ def handlers() -> list[tuple[str, Any]]:
         (r"/jupyter-acp/kernel/prompt", PromptHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}", SessionHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}/events", EventsHandler),
+        (rf"/jupyter-acp/kernel/sessions/{sid}/conversations", ConversationsHandler),
+        (
+            rf"/jupyter-acp/kernel/sessions/{sid}/conversations/(?P<cid>[0-9a-f]{{32}})/events",
+            ConversationEventsHandler,
+        ),
         (rf"/jupyter-acp/kernel/sessions/{sid}/cancel", CancelHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}/permissions/{REQUEST_ID}", PermissionHandler),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -110,9 +111,78 @@ def _latest_events(magics: Any, session_id: str, last_seq: int) -> list[dict[str
     return events
 
 
+#: most pages ``%acp history N`` reads of one earlier conversation
+CONVERSATION_PAGES = 20
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "?"
+
+
+def _conversations(magics: Any, session: dict[str, Any]) -> list[dict[str, Any]]:
+    """The notebook's conversations with this agent, oldest first (numbered from 1 as ``%acp history N`` names them)."""
+    if magics.backend.mode != "server":
+        raise AcpError(
+            "earlier conversations are kept by the Jupyter server; this kernel runs the agent itself (local mode), "
+            "which keeps only the current one (see %acp status)"
+        )
+    listed = magics.backend.call("GET", f"sessions/{session['id']}/conversations")
+    return list(reversed(listed))
+
+
+def _history_all(magics: Any, session: dict[str, Any]) -> None:
+    convs = _conversations(magics, session)
+    rows_txt, rows_md = [], ["| # | started | agent | turns | first prompt |", "|---|---|---|---|---|"]
+    for n, c in enumerate(convs, start=1):
+        mark = " (current)" if c.get("current") else ""
+        title = (c.get("title") or "(no prompt yet)").replace("\n", " ")
+        title = title[:80] + ("…" if len(title) > 80 else "")
+        rows_txt.append(f"{n}. {_when(c.get('started'))}  {c.get('agent')}  {c.get('turns', 0)} turns{mark}  {title}")
+        cell = title.replace("|", "\\|")
+        rows_md.append(f"| {n}{mark} | {_when(c.get('started'))} | {c.get('agent')} | {c.get('turns', 0)} | {cell} |")
+    foot = "%acp history N shows one; the Agent sidebar's history menu resumes or deletes one"
+    magics.show("\n".join(rows_txt) + "\n\n" + foot, "\n".join(rows_md) + f"\n\n_{foot}_")
+
+
+def _history_one(magics: Any, session: dict[str, Any], n: int) -> None:
+    convs = _conversations(magics, session)
+    if not 1 <= n <= len(convs):
+        raise AcpError(f"no conversation {n}: this notebook has {len(convs)} (see %acp history --all)")
+    conv = convs[n - 1]
+    if conv.get("id") is None:
+        return magics.show(f"conversation {n} (current): no prompts yet")
+    events: list[dict[str, Any]] = []
+    for _ in range(CONVERSATION_PAGES):
+        after = events[-1]["seq"] if events else 0
+        path = f"sessions/{session['id']}/conversations/{conv['id']}/events"
+        page = magics.backend.call("GET", path, None, {"after": after})
+        if not page:
+            break
+        events += page
+    turns = exchanges(events)
+    agent = conv.get("agent") or session["agent"]
+    answers = [t.answer + (f"\n[error: {t.error}]" if t.error else "") for t in turns]
+    head = f"conversation {n} of {_when(conv.get('started'))} with {agent}" + (
+        " (current)" if conv.get("current") else ""
+    )
+    txt = "\n\n".join(f"You: {t.prompt}\n{agent}: {a}" for t, a in zip(turns, answers, strict=True))
+    md = "\n\n".join(f"**You:** {t.prompt}\n\n**{agent}:** {a}" for t, a in zip(turns, answers, strict=True))
+    magics.show(f"{head}\n\n{txt or 'no prompts'}", f"_{head}_\n\n{md or 'no prompts'}")
+
+
 def cmd_history(magics: Any, rest: str = "") -> None:
-    """The latest page of the conversation (what the agent remembers: from the last reset on)."""
+    """The latest page of the conversation (what the agent remembers: from the last reset on); ``--all``: the
+    notebook's conversations; ``N``: conversation N of that list."""
+    arg = rest.strip()
+    if arg and arg != "--all" and not arg.isdigit():
+        raise AcpError(f"%acp history takes --all or a conversation's number, not {arg!r}")
     session = _session(magics)
+    if session is None:
+        return magics.show("no conversation yet in this notebook")
+    if arg == "--all":
+        return _history_all(magics, session)
+    if arg:
+        return _history_one(magics, session, int(arg))
     if session is None:
         return magics.show("no conversation yet in this notebook")
     events = _latest_events(magics, session["id"], int(session.get("last_seq") or 0))
