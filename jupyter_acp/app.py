@@ -244,6 +244,10 @@ class JupyterACP(ExtensionApp):
                     "state": conn.state if conn else "stopped",
                     "error": conn.last_error if conn else None,
                     "agent_info": (conn.init_result.get("agentInfo") if conn else None),
+                    # what a prompt may carry (image, audio, embeddedContext): null until the agent has started
+                    "prompt_capabilities": (
+                        (conn.init_result.get("agentCapabilities") or {}).get("promptCapabilities") if conn else None
+                    ),
                 }
             )
         for name, entry in detected_agents(self.agent_specs).items():

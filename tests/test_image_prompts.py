@@ -3,6 +3,7 @@ name the rule; an accepted image reaches the agent (the echo agent describes it)
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -43,6 +44,12 @@ async def test_image_blocks_are_checked(api, make_notebook):
 
 async def test_an_image_prompt_reaches_the_agent_and_the_history(api, make_notebook):
     s = await api.open(make_notebook("nb.ipynb"), "echo")
+    for _ in range(400):  # the agent starts in the background after the session opens
+        agents = {a["name"]: a for a in await api.call("GET", "agents")}
+        if agents["echo"]["prompt_capabilities"] is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert agents["echo"]["prompt_capabilities"]["image"] is True  # the panel enables its image chip by this
     prompt = [{"type": "text", "text": "look"}, {"type": "image", "mimeType": "image/png", "data": PNG}]
     turn = (await api.call("POST", "sessions", s["id"], "prompt", body={"prompt": prompt}))["turn_id"]
     events = await api.wait_turn_end(s["id"], turn)
