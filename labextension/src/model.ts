@@ -96,6 +96,21 @@ export interface IAuditItem extends IItemBase {
   rule?: string;
 }
 
+/** An agent terminal (``terminal/create``) as its last `terminal_output` event described it. */
+export interface ITerminalState {
+  terminalId: string;
+  /** the Jupyter terminal's name (JupyterLab opens it with `terminal:open`) */
+  name: string;
+  command: string;
+  args: string[];
+  cwd: string;
+  /** the tail of its output */
+  output: string;
+  truncated: boolean;
+  exitStatus: { exitCode?: number | null; signal?: string | null } | null;
+  released: boolean;
+}
+
 export type Item = IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem | IAuditItem;
 
 /**
@@ -290,6 +305,8 @@ export class ChatModel {
   configOptions: any[] | null = null;
   /** Tools of the client's gate that run without asking in this session (null: not known yet). */
   alwaysAllowed: string[] | null = null;
+  /** Agent terminals by id (`terminal_output` events): the tool cards that embed one show its output live. */
+  terminals = new Map<string, ITerminalState>();
   /** The agent's last usage report (`usage_update`) in this conversation; null: none yet, or a new conversation. */
   usage: IUsage | null = null;
   /**
@@ -585,6 +602,29 @@ export class ChatModel {
         // a switch through the API (this browser's or another's): the whole state, as the agent has it
         this.setConfig(e.modes, e.config_options);
         break;
+      case 'terminal_output': {
+        const id = String(e.terminalId ?? '');
+        if (!id) {
+          break;
+        }
+        this.terminals.set(id, {
+          terminalId: id,
+          name: String(e.name ?? ''),
+          command: String(e.command ?? ''),
+          args: Array.isArray(e.args) ? e.args.map(String) : [],
+          cwd: String(e.cwd ?? ''),
+          output: String(e.output ?? ''),
+          truncated: !!e.truncated,
+          exitStatus: e.exitStatus && typeof e.exitStatus === 'object' ? e.exitStatus : null,
+          released: !!e.released
+        });
+        for (const tool of this._tools.values()) {
+          if (tool.content.some(c => c?.type === 'terminal' && c.terminalId === id)) {
+            this._touch(tool);
+          }
+        }
+        break;
+      }
       case 'policy_changed':
         this.alwaysAllowed = Array.isArray(e.always_allowed) ? e.always_allowed.map(String) : [];
         break;

@@ -99,7 +99,8 @@ export class AgentPanel extends Widget {
         void this._composer.sendPrompt();
       },
       canOpenTerminal: () => !!options.commands?.hasCommand('terminal:create-new'),
-      openTerminal: () => void options.commands?.execute('terminal:create-new')
+      openTerminal: name =>
+        void options.commands?.execute(name ? 'terminal:open' : 'terminal:create-new', name ? { name } : {})
     };
     const panel = this; // eslint-disable-line @typescript-eslint/no-this-alias
     const host = {

@@ -22,7 +22,8 @@ export interface IRenderContext {
   replaceCell(source: string): void;
   /** Send `text` again as a new prompt of the conversation on screen (an error's Retry). */
   resend(text: string): void;
-  /** Whether JupyterLab can open a terminal here (an error's "log in" action). */
+  /** Whether JupyterLab can open a terminal here (an error's "log in" action, an agent terminal's card). */
   canOpenTerminal(): boolean;
-  openTerminal(): void;
+  /** A new terminal, or the running terminal of that name (an agent's command). */
+  openTerminal(name?: string): void;
 }

@@ -1,5 +1,5 @@
 /**
- * A tool card: kind icon, title and status; diffs, plots and HTML outputs always shown; arguments and
+ * A tool card: kind icon, title and status; diffs, terminals, plots and HTML outputs always shown; arguments and
  * output on a click; the permission cards of the call.
  */
 import { MimeModel } from '@jupyterlab/rendermime';
@@ -24,6 +24,7 @@ import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
 import { diff, textPreview } from './diff';
 import { permission } from './permissions';
+import { renderTerminal } from './terminal';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -133,7 +134,10 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
   };
   const html: string[] = [];
   for (const c of item.content) {
-    if (c?.type === 'diff') {
+    if (c?.type === 'terminal' && typeof c.terminalId === 'string') {
+      // an agent terminal: its command and live output, and the way to open it in JupyterLab
+      visible.appendChild(renderTerminal(ctx, c.terminalId, view.model.terminals.get(c.terminalId)));
+    } else if (c?.type === 'diff') {
       visible.appendChild(diff(c));
     } else if (c?.type === 'content' && c.content?.type === 'image') {
       image(c.content);
@@ -181,12 +185,8 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
     const texts = item.content
       .filter(c => c?.type === 'content' && c.content?.type === 'text')
       .map(c => c.content.text as string);
-    const terminals = item.content.filter(c => c?.type === 'terminal');
     if (texts.length) {
       details.append(el('div', 'jp-ACP-detailLabel', 'Output'), textPreview(texts.join('\n')));
-    }
-    for (const t of terminals) {
-      details.append(el('div', 'jp-ACP-detailLabel', `Terminal ${t.terminalId}`));
     }
     // an MCP-style result repeats the output above: show only what it adds
     let result = item.rawOutput;

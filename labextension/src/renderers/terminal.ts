@@ -1,0 +1,87 @@
+/**
+ * An agent terminal inside the tool card that embeds it (`{type: "terminal", terminalId}`): the command,
+ * its output live (the tail the server streams), its exit, and "Open terminal" to open that very terminal
+ * in JupyterLab while it runs.
+ */
+import { terminalIcon } from '@jupyterlab/ui-components';
+
+import { button, el } from '../dom';
+import type { ITerminalState } from '../model';
+import type { IRenderContext } from './context';
+
+function quote(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, "'\\''")}'`;
+}
+
+/** The command line as a shell would show it. */
+export function commandLine(state: ITerminalState): string {
+  return [state.command, ...state.args.map(quote)].join(' ');
+}
+
+/** "running", "exit 0", "exit 3", "killed (SIGTERM)". */
+export function exitLabel(state: ITerminalState | undefined): string {
+  if (!state) {
+    return 'starting';
+  }
+  const status = state.exitStatus;
+  if (!status) {
+    return state.released ? 'released' : 'running';
+  }
+  if (status.signal) {
+    return `stopped (${status.signal})`;
+  }
+  return `exit ${status.exitCode ?? '?'}`;
+}
+
+export function renderTerminal(
+  ctx: IRenderContext,
+  terminalId: string,
+  state: ITerminalState | undefined
+): HTMLElement {
+  const box = el('div', 'jp-ACP-terminal');
+  box.dataset.terminalId = terminalId;
+  const running = !!state && !state.exitStatus && !state.released;
+  box.classList.toggle('jp-mod-running', running);
+  const head = el('div', 'jp-ACP-terminalHead');
+  head.appendChild(terminalIcon.element({ tag: 'span', className: 'jp-ACP-terminalIcon' }));
+  const line = state ? commandLine(state) : terminalId;
+  const cmd = el('code', 'jp-ACP-terminalCommand', `$ ${line}`);
+  cmd.title = state?.cwd ? `${line}\nin ${state.cwd}` : line;
+  head.appendChild(cmd);
+  const status = state?.exitStatus;
+  const failed = !!status && (!!status.signal || (status.exitCode ?? 0) !== 0);
+  const badge = el(
+    'span',
+    `jp-ACP-terminalStatus jp-mod-${running ? 'running' : failed ? 'failed' : 'done'}`,
+    exitLabel(state)
+  );
+  head.appendChild(badge);
+  if (state?.name && ctx.canOpenTerminal()) {
+    const open = button(
+      'Open terminal',
+      'jp-ACP-terminalOpen',
+      () => ctx.openTerminal(state.name),
+      terminalIcon,
+      running
+        ? `Open Jupyter terminal ${state.name}, where this command runs`
+        : 'The command has ended: its terminal is gone (the output stays here)'
+    );
+    open.disabled = !running;
+    head.appendChild(open);
+  }
+  box.appendChild(head);
+  const output = state?.output ?? '';
+  if (output || running) {
+    const pre = el('pre', 'jp-ACP-terminalOutput', output);
+    pre.setAttribute('aria-label', `output of ${line}`);
+    if (state?.truncated) {
+      pre.title = 'The earliest output is not shown';
+    }
+    box.appendChild(pre);
+    // follow the output as it grows (once laid out)
+    requestAnimationFrame(() => {
+      pre.scrollTop = pre.scrollHeight;
+    });
+  }
+  return box;
+}
