@@ -28,6 +28,7 @@ import { isLiveThought } from './renderers/messages';
 import { renderStatus } from './renderers/status';
 import { NoFetchSanitizer, onRemoteClick } from './sanitizer';
 import { SessionView } from './session';
+import { SetupCard } from './setup';
 import { decorateShortcuts, UsageMeter } from './usage';
 
 export type { IPanelSettings } from './composer';
@@ -61,6 +62,8 @@ export class AgentPanel extends Widget {
   private _ctx: IRenderContext;
   private _pickers: Pickers;
   private _composer: Composer;
+  /** The built-in agent's model form and an agent's login card (setup.ts). */
+  private _setup: SetupCard;
 
   // DOM
   private _header = el('div', 'jp-ACP-header');
@@ -120,6 +123,17 @@ export class AgentPanel extends Widget {
     };
     this._pickers = new Pickers(host);
     this._composer = new Composer(host);
+    this._setup = new SetupCard({
+      api: this.api,
+      commands: options.commands,
+      get view() {
+        return panel._view;
+      },
+      flash: (text: string, level?: string) => this._flash(text, level),
+      renderChrome: () => this._renderChrome(),
+      resend: (text: string) => this._ctx.resend(text),
+      agentsChanged: () => void this._pickers.loadAgents()
+    });
 
     // header: notebook name, agent picker, the session's mode and options
     const titleRow = el('div', 'jp-ACP-titleRow');
@@ -134,7 +148,14 @@ export class AgentPanel extends Widget {
     const pickRow = el('label', 'jp-ACP-pickRow');
     pickRow.append(el('span', 'jp-ACP-pickLabel', 'Agent'), this._pickers.agentSelect);
     this._pickers.agentSelect.addEventListener('change', () => this._pickAgent(this._pickers.agentSelect.value));
-    this._header.append(titleRow, pickRow, this._pickers.options, this._pickers.optionsError, this._pickers.policy);
+    this._header.append(
+      titleRow,
+      pickRow,
+      this._pickers.enabled,
+      this._pickers.options,
+      this._pickers.optionsError,
+      this._pickers.policy
+    );
 
     this._status.setAttribute('role', 'status');
     this._empty.append(
@@ -147,7 +168,7 @@ export class AgentPanel extends Widget {
       )
     );
 
-    this.node.append(this._header, this._status, this._body, this._composer.node);
+    this.node.append(this._header, this._status, this._setup.node, this._body, this._composer.node);
 
     this._tracker.currentChanged.connect(() => this._follow(), this);
     this._tracker.widgetAdded.connect((_, nb) => nb.disposed.connect(() => this._forget()), this);
@@ -536,6 +557,7 @@ export class AgentPanel extends Widget {
       this._transient = null; // "the agent is still working" is stale once it is not
     }
     renderStatus(this._status, view, this._transient);
+    this._setup.render();
   }
 
   private _insertCell(source: string): void {

@@ -2,12 +2,24 @@
  * The header's pickers: the agent for this notebook, the session's mode and config options, and the
  * tools "Always allow" let run without asking (revocable).
  */
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { closeIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 
 import { AcpApi, ApiError, IAgentInfo } from './api';
 import { button, el } from './dom';
 import { IPicker, toolLabel } from './model';
 import type { SessionView } from './session';
+
+/** The value of a detected agent's "Enable…" entry in the agent picker. */
+const ENABLE = 'enable:';
+
+/** A dialog body from a plain node. */
+class WidgetBody extends Widget {
+  constructor(node: HTMLElement) {
+    super({ node });
+  }
+}
 
 /** What the pickers need from the panel. */
 export interface IPickersHost {
@@ -20,6 +32,8 @@ export interface IPickersHost {
 
 export class Pickers {
   readonly agentSelect = el('select', 'jp-ACP-agentSelect');
+  /** Where the last enabled agent was written (shown under the picker until another choice). */
+  readonly enabled = el('div', 'jp-ACP-enabledNote');
   readonly options = el('div', 'jp-ACP-options');
   readonly optionsError = el('div', 'jp-ACP-optionsError');
   /** "Always allowed: Edit cell ×, Run cells ×": the session's standing approvals, revocable. */
@@ -34,6 +48,16 @@ export class Pickers {
 
   constructor(private readonly _host: IPickersHost) {
     this.agentSelect.setAttribute('aria-label', 'Agent for this notebook');
+    this.enabled.hidden = true;
+    this.enabled.setAttribute('role', 'status');
+    // a detected agent's "Enable…" entry: handled here, before the panel's listener switches agents
+    this.agentSelect.addEventListener('change', e => {
+      const value = this.agentSelect.value;
+      if (value.startsWith(ENABLE)) {
+        e.stopImmediatePropagation();
+        void this._enable(value.slice(ENABLE.length));
+      }
+    });
     this.options.setAttribute('role', 'group');
     this.options.setAttribute('aria-label', "The agent's session options");
     this.options.hidden = true;
@@ -67,11 +91,11 @@ export class Pickers {
     }
     if (detected.length) {
       const g = el('optgroup');
-      g.label = 'Detected on PATH (add to JupyterACP.agents to use)';
+      g.label = 'Found on this machine';
       for (const a of detected) {
-        const o = el('option', '', a.title);
-        o.value = a.name;
-        o.disabled = true;
+        const o = el('option', '', `Enable ${a.title}…`);
+        o.value = ENABLE + a.name;
+        o.title = `${a.command ?? a.name}: add it to your Jupyter configuration and use it now`;
         g.appendChild(o);
       }
       sel.appendChild(g);
@@ -83,6 +107,46 @@ export class Pickers {
     }
     sel.value = current;
     sel.disabled = !this._host.view;
+  }
+
+  /** Enable an agent found on PATH: the server writes its catalog entry to the user's config (never a command). */
+  private async _enable(name: string): Promise<void> {
+    const agent = this._agents.find(a => a.name === name && !a.configured);
+    this.syncAgentSelect(); // back to the current agent while the user decides
+    if (!agent) {
+      return;
+    }
+    const body = el('div', 'jp-ACP-enableBody');
+    body.append(
+      el('p', '', `${agent.title} was found at ${agent.command}.`),
+      el(
+        'p',
+        '',
+        'Enabling adds its entry to your Jupyter configuration (jupyter_server_config.d/jupyter_acp_agents.json, ' +
+          'private to you) and makes it usable at once. It runs as you, with your files, like any agent.'
+      )
+    );
+    const answer = await showDialog({
+      title: `Enable ${agent.title}?`,
+      body: new WidgetBody(body),
+      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Enable' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    try {
+      const res = await this._host.api.request<{ name: string; path: string; agents: IAgentInfo[] }>('agents/enable', {
+        method: 'POST',
+        body: JSON.stringify({ name })
+      });
+      this._agents = res.agents;
+      this.syncAgentSelect();
+      this.enabled.textContent = `${agent.title} is enabled: written to ${res.path}`;
+      this.enabled.hidden = false;
+      this._host.flash(`${agent.title} is enabled (written to ${res.path}); pick it above`, 'info');
+    } catch (err) {
+      this._host.flash(`Could not enable ${agent.title}: ${(err as Error).message}`);
+    }
   }
 
   /**

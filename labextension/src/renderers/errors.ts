@@ -13,7 +13,7 @@ import type { IRenderContext } from './context';
 export function describeError(kind: string | undefined, raw: string): string {
   switch (kind) {
     case 'needs_login':
-      return 'The agent needs you to log in: follow the steps under Details, then Retry.';
+      return 'The agent needs you to log in: use the login card at the top (or the steps under Details), then Retry.';
     case 'agent_failed':
       return 'The agent crashed. Retry restarts it and resumes the conversation.';
     case 'timeout':

@@ -1,0 +1,388 @@
+/**
+ * Setting an agent up from the panel (issue 14): the built-in agent's model and key, an agent's login.
+ *
+ * One card under the status line. The built-in agent without a model gets a small form (a litellm model with
+ * suggestions, the provider's key variable and the key, an optional API base); an agent that answered "log in"
+ * gets one row per login method it offers: `agent` → a button that asks the agent to log in (`authenticate`),
+ * `env_var` → a password field kept on the server for that agent only, `terminal` → a JupyterLab terminal
+ * running the agent's login command. Values go to the server (kept 0600 for that agent) and never come back:
+ * the card shows "set" or "from environment" only. The card is rebuilt only when what it shows changes, so a
+ * field being typed in is never wiped by the chrome's re-renders.
+ */
+import type { CommandRegistry } from '@lumino/commands';
+
+import type { AcpApi } from './api';
+import { button, el } from './dom';
+import type { SessionView } from './session';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+export interface IAuthMethod {
+  id: string;
+  name: string;
+  description: string;
+  kind: 'agent' | 'env_var' | 'terminal' | string;
+  vars?: string[];
+  command?: string;
+}
+
+/** `GET agents/NAME/settings`. */
+export interface IAgentSettings {
+  name: string;
+  builtin: boolean;
+  needs_model: boolean;
+  model: string | null;
+  /** Where each variable comes from: set | from environment | from configuration | unset (never a value). */
+  settings: Record<string, string>;
+  auth_methods: IAuthMethod[];
+  state: string;
+  notice?: string;
+}
+
+export interface IModelList {
+  suggestions: string[];
+  key_vars: string[];
+  provider_keys: Record<string, string[]>;
+  present: string[];
+}
+
+/** What the card needs from the panel. */
+export interface ISetupHost {
+  readonly api: AcpApi;
+  readonly view: SessionView | null;
+  /** JupyterLab's commands (a terminal for a terminal login). */
+  readonly commands?: CommandRegistry;
+  flash(text: string, level?: string): void;
+  renderChrome(): void;
+  /** Send these words as a prompt (Retry after a login). */
+  resend(text: string): void;
+  /** The agent list changed (a model set: the picker's states). */
+  agentsChanged(): void;
+}
+
+export function agentSettings(api: AcpApi, name: string): Promise<IAgentSettings> {
+  return api.request(`agents/${encodeURIComponent(name)}/settings`);
+}
+
+export function saveAgentSettings(api: AcpApi, name: string, body: any): Promise<IAgentSettings> {
+  return api.request(`agents/${encodeURIComponent(name)}/settings`, { method: 'POST', body: JSON.stringify(body) });
+}
+
+export function agentModels(api: AcpApi, name: string): Promise<IModelList> {
+  return api.request(`agents/${encodeURIComponent(name)}/models`);
+}
+
+export function authenticate(api: AcpApi, name: string, methodId: string): Promise<IAgentSettings> {
+  return api.request(`agents/${encodeURIComponent(name)}/authenticate`, {
+    method: 'POST',
+    body: JSON.stringify({ methodId })
+  });
+}
+
+let lists = 0;
+
+export class SetupCard {
+  readonly node = el('section', 'jp-ACP-setup');
+  private _settings: IAgentSettings | null = null;
+  /** What was fetched: agent and the login problem it was fetched for. */
+  private _fetched = '';
+  private _sig = '';
+  private _busy = false;
+  private _error = '';
+  private _models: IModelList | null = null;
+  /** The login problem the user acted on (the card hides until another one). */
+  private _handled: unknown = null;
+
+  constructor(private readonly _host: ISetupHost) {
+    this.node.hidden = true;
+    this.node.setAttribute('aria-label', 'Set up the agent');
+  }
+
+  /** Called with every chrome render: cheap unless something the card shows changed. */
+  render(): void {
+    const view = this._host.view;
+    if (!view) {
+      this.node.hidden = true;
+      this._sig = '';
+      return;
+    }
+    const agent = view.info.agent;
+    const problem = view.model.problem;
+    const login =
+      (problem?.kind === 'needs_login' && problem !== this._handled) ||
+      (!!view.startError &&
+        /needs you to log in|authenticat/i.test(view.startError) &&
+        this._handled !== view.startError);
+    const want = `${agent}|${login ? 'login' : ''}`;
+    if (want !== this._fetched) {
+      this._fetched = want;
+      void this._fetch(agent);
+    }
+    const s = this._settings && this._settings.name === agent ? this._settings : null;
+    const showModel = !!s?.builtin && !!s?.needs_model;
+    const showLogin = login && !!s && s.auth_methods.length > 0;
+    const sig = JSON.stringify([agent, showModel, showLogin, s, this._busy, this._error, !!this._models]);
+    if (sig === this._sig) {
+      return;
+    }
+    this._sig = sig;
+    this.node.textContent = '';
+    this.node.hidden = !showModel && !showLogin;
+    this.node.dataset.card = showModel ? 'model' : showLogin ? 'login' : '';
+    if (showModel && s) {
+      this._modelForm(s);
+    } else if (showLogin && s) {
+      this._loginCard(s, problem ?? view.startError);
+    }
+  }
+
+  private async _fetch(agent: string): Promise<void> {
+    try {
+      const s = await agentSettings(this._host.api, agent);
+      if (this._host.view?.info.agent === agent) {
+        this._settings = s;
+        this._error = '';
+        if (s.builtin && s.needs_model && !this._models) {
+          void agentModels(this._host.api, agent)
+            .then(m => {
+              this._models = m;
+              this._host.renderChrome();
+            })
+            .catch(() => undefined); // suggestions are a help, the field takes any model
+        }
+      }
+    } catch {
+      this._settings = null; // an older server, or a reader: no card
+    }
+    this._host.renderChrome();
+  }
+
+  // -- the built-in agent's model ----------------------------------------------------------------
+  private _modelForm(s: IAgentSettings): void {
+    const form = el('form', 'jp-ACP-setupForm');
+    form.setAttribute('aria-label', "The built-in agent's model");
+    form.append(
+      el('div', 'jp-ACP-setupTitle', 'Choose a model for the built-in agent'),
+      el(
+        'p',
+        'jp-ACP-setupHint',
+        'A litellm model string and its provider key. Both stay on this server, for this agent only (a private ' +
+          "file); a variable set in Jupyter's environment wins. Saving restarts only this agent."
+      )
+    );
+    const listId = `jp-ACP-models-${++lists}`;
+    const model = el('input', 'jp-ACP-setupInput jp-ACP-setupModel');
+    model.name = 'model';
+    model.placeholder = 'openai/gpt-4o-mini';
+    model.setAttribute('list', listId);
+    model.setAttribute('aria-label', 'Model');
+    model.autocomplete = 'off';
+    model.required = true;
+    const datalist = el('datalist');
+    datalist.id = listId;
+    for (const m of this._models?.suggestions ?? []) {
+      const o = el('option');
+      o.value = m;
+      datalist.appendChild(o);
+    }
+    const keyVar = el('select', 'jp-ACP-setupInput jp-ACP-setupKeyVar');
+    keyVar.setAttribute('aria-label', 'Key variable');
+    const vars = this._models?.key_vars?.length ? this._models.key_vars : ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY'];
+    for (const v of vars) {
+      const o = el('option', '', v + (s.settings[v] && s.settings[v] !== 'unset' ? ` (${s.settings[v]})` : ''));
+      o.value = v;
+      keyVar.appendChild(o);
+    }
+    keyVar.value = vars.includes('OPENAI_API_KEY') ? 'OPENAI_API_KEY' : vars[0];
+    model.addEventListener('input', () => {
+      // the model's provider names its key: openai/… → OPENAI_API_KEY
+      const provider = model.value.split('/')[0];
+      const keys = this._models?.provider_keys?.[provider];
+      if (keys?.length) {
+        keyVar.value = keys[0];
+      }
+    });
+    const key = el('input', 'jp-ACP-setupInput jp-ACP-setupKey');
+    key.type = 'password';
+    key.name = 'key';
+    key.autocomplete = 'off';
+    key.placeholder = 'API key (leave empty to keep the current one)';
+    key.setAttribute('aria-label', 'API key');
+    const base = el('input', 'jp-ACP-setupInput jp-ACP-setupBase');
+    base.name = 'api_base';
+    base.placeholder = 'API base URL (optional: a local or compatible server)';
+    base.setAttribute('aria-label', 'API base URL');
+    base.autocomplete = 'off';
+    const save = el('button', 'jp-ACP-button jp-ACP-setupSave', this._busy ? 'Saving…' : 'Save and restart the agent');
+    save.type = 'submit';
+    save.disabled = this._busy;
+    form.append(
+      this._row('Model', model),
+      datalist,
+      this._row('Key variable', keyVar),
+      this._row('Key', key),
+      this._row('API base', base),
+      save
+    );
+    if (this._error) {
+      form.appendChild(el('div', 'jp-ACP-setupError', this._error));
+    }
+    form.addEventListener('submit', e => {
+      e.preventDefault();
+      const body: any = { model: model.value.trim() };
+      if (key.value) {
+        body.key_env = keyVar.value;
+        body.key = key.value;
+      }
+      if (base.value.trim()) {
+        body.api_base = base.value.trim();
+      }
+      void this._save(s.name, body, () => {
+        key.value = '';
+      });
+    });
+    this.node.appendChild(form);
+  }
+
+  private _row(label: string, input: HTMLElement): HTMLElement {
+    const row = el('label', 'jp-ACP-setupRow');
+    row.append(el('span', 'jp-ACP-setupLabel', label), input);
+    return row;
+  }
+
+  private async _save(agent: string, body: any, done: () => void): Promise<void> {
+    this._busy = true;
+    this._error = '';
+    this._host.renderChrome();
+    try {
+      const s = await saveAgentSettings(this._host.api, agent, body);
+      done();
+      this._settings = s;
+      this._host.flash(s.notice || `Settings of ${agent} saved`, 'info');
+      this._host.agentsChanged();
+    } catch (err) {
+      this._error = `Not saved: ${(err as Error).message}`;
+    } finally {
+      this._busy = false;
+      this._host.renderChrome();
+    }
+  }
+
+  // -- login ---------------------------------------------------------------------------------------
+  private _loginCard(s: IAgentSettings, problem: unknown): void {
+    const card = el('div', 'jp-ACP-setupForm jp-ACP-loginCard');
+    card.setAttribute('role', 'group');
+    card.setAttribute('aria-label', `Log in to ${s.name}`);
+    card.append(
+      el('div', 'jp-ACP-setupTitle', `${s.name} needs you to log in`),
+      el('p', 'jp-ACP-setupHint', 'Pick one of the ways it offers:')
+    );
+    for (const m of s.auth_methods) {
+      const row = el('div', 'jp-ACP-loginMethod');
+      row.dataset.kind = m.kind;
+      const text = el('div', 'jp-ACP-loginText');
+      text.append(el('strong', '', m.name));
+      if (m.description) {
+        text.append(el('span', 'jp-ACP-muted', ` — ${m.description}`));
+      }
+      row.appendChild(text);
+      if (m.kind === 'agent') {
+        row.appendChild(
+          button(
+            this._busy ? 'Logging in…' : 'Log in',
+            'jp-ACP-loginButton',
+            () => void this._authenticate(s, m, problem)
+          )
+        );
+      } else if (m.kind === 'env_var') {
+        for (const v of m.vars ?? []) {
+          const input = el('input', 'jp-ACP-setupInput jp-ACP-loginVar');
+          input.type = 'password';
+          input.autocomplete = 'off';
+          input.placeholder = s.settings[v] && s.settings[v] !== 'unset' ? `${v} (${s.settings[v]})` : v;
+          input.setAttribute('aria-label', v);
+          const save = button('Save and restart', 'jp-ACP-loginButton', () => {
+            if (!input.value) {
+              return;
+            }
+            void this._save(s.name, { env: { [v]: input.value } }, () => {
+              input.value = '';
+              this._handled = problem;
+              this._retry();
+            });
+          });
+          row.append(this._row(v, input), save);
+        }
+      } else if (m.kind === 'terminal' && m.command) {
+        const open = button('Open a terminal', 'jp-ACP-loginButton', () => {
+          if (this._canOpenTerminal()) {
+            void this._openTerminal(m.command!);
+            this._terminalOpened = m.id;
+            this._sig = '';
+            this._host.renderChrome();
+          }
+        });
+        open.disabled = !this._canOpenTerminal();
+        if (open.disabled) {
+          open.title = 'Terminals are switched off on this server (ServerApp.terminals_enabled)';
+        }
+        row.append(el('code', 'jp-ACP-loginCommand', m.command), open);
+        if (this._terminalOpened === m.id) {
+          row.appendChild(
+            button('Retry', 'jp-ACP-loginButton', () => {
+              this._handled = problem;
+              this._retry();
+            })
+          );
+        }
+      }
+      card.appendChild(row);
+    }
+    if (this._error) {
+      card.appendChild(el('div', 'jp-ACP-setupError', this._error));
+    }
+    this.node.appendChild(card);
+  }
+
+  private _terminalOpened = '';
+
+  private _canOpenTerminal(): boolean {
+    return !!this._host.commands?.hasCommand('terminal:create-new');
+  }
+
+  /** A JupyterLab terminal with the agent's login command typed in (the user reads it, it runs at once). */
+  private async _openTerminal(command: string): Promise<void> {
+    try {
+      const widget: any = await this._host.commands!.execute('terminal:create-new');
+      widget?.content?.session?.send({ type: 'stdin', content: [command + '\r'] });
+    } catch (err) {
+      this._host.flash(`Could not open a terminal: ${(err as Error).message}`);
+    }
+  }
+
+  /** The conversation's last prompt, sent again. */
+  private _retry(): void {
+    const items = this._host.view?.model.items ?? [];
+    const last = [...items].reverse().find(i => i.kind === 'user');
+    if (last && last.kind === 'user' && last.text.trim()) {
+      this._host.resend(last.text);
+    }
+  }
+
+  private async _authenticate(s: IAgentSettings, m: IAuthMethod, problem: unknown): Promise<void> {
+    this._busy = true;
+    this._error = '';
+    this._host.renderChrome();
+    try {
+      this._settings = await authenticate(this._host.api, s.name, m.id);
+      this._handled = problem;
+      this._host.flash(`Logged in to ${s.name}; sending your prompt again`, 'info');
+      this._retry();
+    } catch (err) {
+      this._error = `Login failed: ${(err as Error).message}`;
+    } finally {
+      this._busy = false;
+      this._host.renderChrome();
+    }
+  }
+}

@@ -1,0 +1,244 @@
+"""Issue 14 in a real JupyterLab: the built-in agent's model set from the panel, the login card (an agent's own
+login, a key variable, a terminal login), and enabling an agent found on PATH from the picker.
+
+A server of its own (this module's ``lab``): the built-in agent WITHOUT a model, three scripted ``login`` agents (one
+per login method tried), and a fake ``codex-acp`` on PATH.  The fake model server is the session's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO, SCRIPTED, TOKEN, Lab, _free_port  # the browser tests' conftest (same folder)
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+LONG = 60_000
+SCREENS = REPO / "test-artifacts" / "screens"
+KEY = "sk-browser-secret-4242"
+
+
+def shot(ui: Any, label: str) -> Path:
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    path = SCREENS / f"b4-{label}.png"
+    ui.page.screenshot(path=str(path))
+    return path
+
+
+def _login_agent(base: Path, name: str) -> dict[str, Any]:
+    return {
+        "command": sys.executable,
+        "args": [*SCRIPTED, "login", "--login-file", str(base / f"{name}.logged-in")],
+        "title": f"Scripted login ({name})",
+    }
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp("setup-lab")
+    root, runtime, config, data, bin_dir = (base / n for n in ("root", "runtime", "config", "data", "bin"))
+    for d in (root, runtime, config, data, bin_dir, base / "settings", base / "workspaces"):
+        d.mkdir()
+    (config / "labconfig").mkdir()
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    (data / "labextensions").mkdir()
+    # JUPYTER_ACP_TEST_LABEXTENSION: another build to serve (an older commit's, to see these tests fail on it)
+    built = os.environ.get("JUPYTER_ACP_TEST_LABEXTENSION") or str(REPO / "jupyter_acp" / "labextension")
+    (data / "labextensions" / "jupyter-acp-host").symlink_to(built)
+    codex = bin_dir / "codex-acp"  # "found on this machine"; never started by these tests
+    codex.write_text("#!/bin/sh\nexit 0\n")
+    codex.chmod(0o755)
+    server_config = {
+        "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
+        "JupyterACP": {
+            "default_agent": "echo",
+            "store_path": str(data / "jupyter_acp" / "transcripts.sqlite"),
+            "agents": {
+                "builtin": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "title": "Built-in agent"},
+                "login-agent": _login_agent(base, "agent"),
+                "login-key": _login_agent(base, "key"),
+                "login-terminal": _login_agent(base, "terminal"),
+            },
+        },
+    }
+    (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_DATA_DIR": str(data),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    for name in ("JUPYTER_ACP_MODEL", "JUPYTER_ACP_API_BASE", "OPENAI_API_KEY", "SCRIPTED_API_KEY"):
+        env.pop(name, None)
+    log = base / "server.log"
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+        f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
+        f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
+        f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}api/status?token={TOKEN}", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"jupyter lab did not start:\n{log.read_text()[-4000:]}")
+            time.sleep(0.25)
+    lab = Lab(url, root, proc, log)
+    lab.config_dir = config  # type: ignore[attr-defined]
+    lab.data_dir = data  # type: ignore[attr-defined]
+    try:
+        yield lab
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        (REPO / "test-artifacts" / "browser").mkdir(parents=True, exist_ok=True)
+        (REPO / "test-artifacts" / "browser" / "agent-setup-server.log").write_bytes(log.read_bytes())
+        assert KEY not in log.read_text(errors="replace"), "the key reached the server's log"
+
+
+def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
+    nb = ui.lab.notebook("model.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.widen_panel(200)
+    ui.pick_agent("builtin")
+    card = ui.panel.locator(".jp-ACP-setup")
+    expect(card).to_be_visible(timeout=LONG)
+    expect(card).to_contain_text("Choose a model for the built-in agent")
+    # suggestions arrive from litellm's list (read by the server in a subprocess): the key variables fill in
+    key_var = card.get_by_label("Key variable", exact=True)
+    expect(key_var.locator("option[value='ANTHROPIC_API_KEY']")).to_be_attached(timeout=LONG)
+    card.get_by_label("Model", exact=True).fill("openai/fake")
+    expect(key_var).to_have_value("OPENAI_API_KEY")
+    card.get_by_label("API key", exact=True).fill(KEY)
+    card.get_by_label("API base URL").fill(fake_model.url)
+    shot(ui, "model-form")
+    card.get_by_role("button", name="Save and restart the agent").click()
+    expect(card).to_be_hidden(timeout=LONG)
+    # the prompt goes at once, to the model
+    ui.send("hello model")
+    answer = ui.panel.locator(".jp-ACP-message").last
+    expect(answer).to_contain_text("You said: hello model", timeout=LONG)
+    shot(ui, "model-answered")
+    settings = ui.lab.api("agents/builtin/settings")
+    assert settings["settings"]["OPENAI_API_KEY"] == "set" and KEY not in json.dumps(settings)
+    assert KEY not in ui.panel.inner_html()
+    stored = Path(settings["store"])
+    assert oct(stored.stat().st_mode & 0o777) == "0o600"
+
+
+def test_login_card_agent_method(ui):
+    nb = ui.lab.notebook("login-agent.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.widen_panel(200)
+    ui.panel.get_by_label("Agent for this notebook").select_option("login-agent")
+    card = ui.panel.locator(".jp-ACP-setup .jp-ACP-loginCard")
+    expect(card).to_be_visible(timeout=LONG)
+    expect(card.locator(".jp-ACP-loginMethod")).to_have_count(3)  # agent, env_var, terminal (auth.terminal)
+    ui.send("go")
+    err = ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
+    expect(err).to_have_attribute("data-error-kind", "needs_login", timeout=LONG)
+    shot(ui, "login-card")
+    card.locator(".jp-ACP-loginMethod[data-kind='agent']").get_by_role("button", name="Log in").click()
+    # logged in, the prompt is sent again and answered
+    expect(ui.panel.locator(".jp-ACP-message").last).to_have_text("0 1 2 3 4", timeout=LONG)
+    expect(card).to_be_hidden()
+    shot(ui, "login-done")
+
+
+def test_login_card_key_variable(ui):
+    nb = ui.lab.notebook("login-key.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.panel.get_by_label("Agent for this notebook").select_option("login-key")
+    card = ui.panel.locator(".jp-ACP-setup .jp-ACP-loginCard")
+    expect(card).to_be_visible(timeout=LONG)
+    ui.send("key?")
+    expect(ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last).to_be_visible(timeout=LONG)
+    row = card.locator(".jp-ACP-loginMethod[data-kind='env_var']")
+    row.get_by_label("SCRIPTED_API_KEY").fill(KEY)
+    row.get_by_role("button", name="Save and restart").click()
+    expect(ui.panel.locator(".jp-ACP-message").last).to_have_text(f"key of {len(KEY)} characters", timeout=LONG)
+    assert KEY not in ui.panel.inner_html()
+    assert ui.lab.api("agents/login-key/settings")["settings"]["SCRIPTED_API_KEY"] == "set"
+    assert "SCRIPTED_API_KEY" not in ui.lab.api("agents/login-agent/settings")["settings"] or (
+        ui.lab.api("agents/login-agent/settings")["settings"]["SCRIPTED_API_KEY"] == "unset"
+    )
+
+
+def test_login_card_terminal(ui):
+    nb = ui.lab.notebook("login-terminal.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.panel.get_by_label("Agent for this notebook").select_option("login-terminal")
+    card = ui.panel.locator(".jp-ACP-setup .jp-ACP-loginCard")
+    expect(card).to_be_visible(timeout=LONG)
+    ui.send("go")
+    expect(ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last).to_be_visible(timeout=LONG)
+    row = card.locator(".jp-ACP-loginMethod[data-kind='terminal']")
+    expect(row.locator(".jp-ACP-loginCommand")).to_contain_text("--do-login")
+    row.get_by_role("button", name="Open a terminal").click()
+    expect(ui.page.locator(".jp-Terminal").first).to_be_visible(timeout=LONG)
+    logged = Path(str(ui.lab.root.parent / "terminal.logged-in"))
+    deadline = time.monotonic() + 30
+    while not logged.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert logged.exists(), "the terminal did not run the agent's login command"
+    shot(ui, "login-terminal")
+    ui.show_panel()
+    row.get_by_role("button", name="Retry").click()
+    expect(ui.panel.locator(".jp-ACP-message").last).to_have_text("0 1 2 3 4", timeout=LONG)
+
+
+def test_enable_an_agent_found_on_path(ui):
+    nb = ui.lab.notebook("enable.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.widen_panel(200)
+    picker = ui.panel.get_by_label("Agent for this notebook")
+    expect(picker.locator("option[value='enable:codex']")).to_be_attached(timeout=LONG)
+    picker.select_option("enable:codex")
+    dialog = ui.page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Enable Codex", timeout=LONG)
+    shot(ui, "enable-dialog")
+    dialog.get_by_role("button", name="Enable").click()
+    note = ui.panel.locator(".jp-ACP-enabledNote")
+    written = ui.lab.config_dir / "jupyter_server_config.d" / "jupyter_acp_agents.json"
+    expect(note).to_contain_text(str(written), timeout=LONG)
+    expect(picker.locator("option[value='codex']")).to_be_attached()
+    expect(picker).to_have_value("echo")  # enabling does not switch this notebook's agent
+    shot(ui, "enabled")
+    assert oct(written.stat().st_mode & 0o777) == "0o600"
+    assert json.loads(written.read_text())["JupyterACP"]["agents"]["codex"]["command"] == "codex-acp"
