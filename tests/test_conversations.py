@@ -94,6 +94,31 @@ async def test_a_reset_keeps_the_earlier_conversation(api, make_notebook):
     assert tail == old[:-1]
 
 
+async def test_the_panel_replays_only_the_current_conversation(api, make_notebook, jp_ws_fetch):
+    """``conversation=current`` (what the panel asks): the stream's replay and the pages hold the current
+    conversation only; without it the session's whole log, as before."""
+    s = await api.open(make_notebook("nb.ipynb"))
+    await ask(api, s["id"], "old words")
+    await api.call("POST", "sessions", s["id"], "reset")
+    await ask(api, s["id"], "new words")
+    assert prompts(await api.events(s["id"])) == ["old words", "new words"]
+    current = await api.call("GET", "sessions", s["id"], "events", params={"after": "0", "conversation": "current"})
+    assert prompts(current) == ["new words"] and current[0].get("phase") == "session_reset", current
+    older = await api.call(
+        "GET", "sessions", s["id"], "events", params={"before": str(current[0]["seq"] + 1), "conversation": "current"}
+    )
+    assert older == current[:1], "nothing of the earlier conversation before it"
+    ws = await jp_ws_fetch(
+        "jupyter-acp", "sessions", s["id"], "stream", params={"after": "0", "conversation": "current"}
+    )
+    frame = json.loads(await ws.read_message())
+    ws.close()
+    assert [e["seq"] for e in frame] == [e["seq"] for e in current], frame
+    with pytest.raises(HTTPClientError) as err:
+        await api.call("GET", "sessions", s["id"], "events", params={"conversation": "all of them"})
+    assert err.value.code == 400
+
+
 async def test_resume_reseeds_an_agent_that_cannot_reload(api, make_notebook):
     """The echo agent offers neither session/load nor session/resume: our transcript of the resumed
     conversation (and only it) goes with the next prompt."""
@@ -109,10 +134,11 @@ async def test_resume_reseeds_an_agent_that_cannot_reload(api, make_notebook):
     assert any(e.get("phase") == "conversation_resumed" for e in after), after
     assert any(e.get("phase") == "session_recreated" for e in after), after
     convs = await api.call("GET", "sessions", s["id"], "conversations")
-    assert [c["current"] for c in convs] == [False, True] and convs[1]["turns"] == 2, convs
+    assert [c["title"] for c in convs] == ["apples are red", "bananas are yellow"], "the current one first"
+    assert [c["current"] for c in convs] == [True, False] and convs[0]["turns"] == 2, convs
     answer = "".join(
         e["update"]["content"]["text"]
-        for e in await api.call("GET", "sessions", s["id"], "conversations", convs[1]["id"], "events")
+        for e in await api.call("GET", "sessions", s["id"], "conversations", convs[0]["id"], "events")
         if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"
     )
     assert "User: apples are red" in answer, answer

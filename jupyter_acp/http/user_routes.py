@@ -65,6 +65,14 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(json.dumps(payload))
 
 
+def current_only(handler: web.RequestHandler) -> bool:
+    """``?conversation=current``: the current conversation's events only (anything else is refused)."""
+    which = handler.get_query_argument("conversation", None)
+    if which not in (None, "current"):
+        raise web.HTTPError(400, "conversation is 'current' here; an earlier one is read at conversations/{id}/events")
+    return which == "current"
+
+
 # -- routes --------------------------------------------------------------------------------------
 class AgentsHandler(BaseHandler):
     @web.authenticated
@@ -191,7 +199,8 @@ class EventsHandler(BaseHandler):
     @authorized
     async def get(self, session_id: str) -> None:
         """A page of events (``JupyterACP.replay_page_bytes`` / ``replay_page_events``), oldest first:
-        ``?after=SEQ`` those after SEQ, ``?before=SEQ`` the newest before SEQ (older history on demand)."""
+        ``?after=SEQ`` those after SEQ, ``?before=SEQ`` the newest before SEQ (older history on demand);
+        ``?conversation=current``: only the current conversation's (the earlier ones: ``conversations/``)."""
         session = self.session(session_id)
         try:
             after = int(self.get_query_argument("after", "0"))
@@ -205,7 +214,7 @@ class EventsHandler(BaseHandler):
             raise web.HTTPError(400, "give after (older to newer) or before (the newest before it), not both")
         if limit_n is not None and limit_n < 1:
             raise web.HTTPError(400, "limit is at least 1")
-        self.send(self.hub.events(session, after, limit_n, before=before))
+        self.send(self.hub.events(session, after, limit_n, before=before, current=current_only(self)))
 
 
 class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
@@ -221,6 +230,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
 
     auth_resource = AUTH_RESOURCE
     _unsubscribe: Any = None
+    _current = False
 
     @property
     def hub(self) -> SessionHub:
@@ -242,13 +252,14 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
             self._after = int(self.get_query_argument("after", "0"))
         except ValueError:
             raise web.HTTPError(400, "after is an integer") from None
+        self._current = current_only(self)
         res = super().get(*args, **kwargs)
         if res is not None:
             await res
 
     def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self.set_nodelay(True)  # small frames must not wait for delayed ACKs
-        replay, self._unsubscribe = self.hub.subscribe(self._session, self._after, self._deliver)
+        replay, self._unsubscribe = self.hub.subscribe(self._session, self._after, self._deliver, current=self._current)
         pinned = [e for e in replay if e.get("pinned")]
         if pinned:  # older than the page but still mattering: a frame of their own, first
             self._send_frames(pinned, [encode(e) for e in pinned])

@@ -51,11 +51,13 @@ class Conversations:
         }
 
     def conversation_list(self, session: NotebookSession) -> list[dict[str, Any]]:
-        """The notebook's conversations with this agent, newest first (the current one flagged)."""
+        """The notebook's conversations with this agent: the current one (flagged), then the most recently left."""
         try:
             convs = self.store.conversations(session.id)
         except StoreError as exc:
             raise HubError(f"the conversations could not be read: {exc}", 503) from None
+        # the current one first, then the most recently left
+        convs.sort(key=lambda c: (c.number != session.conversation, -(c.ended or c.started)))
         out = [self.describe_conversation(session, c) for c in convs]
         if not any(c["current"] for c in out):  # nothing said yet in the current one: it has no row yet
             out.insert(

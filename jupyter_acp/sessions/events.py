@@ -107,9 +107,17 @@ class EventLog:
                     )
 
     def events(
-        self, session: NotebookSession, after: int = 0, limit: int | None = None, *, before: int | None = None
+        self,
+        session: NotebookSession,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        before: int | None = None,
+        current: bool = False,
     ) -> list[dict[str, Any]]:
         """One page of events, oldest first: those with seq > after, or the newest with seq < before.
+
+        ``current``: only the current conversation's (the panel shows it; earlier ones are in its history menu).
 
         A page holds at most ``limit`` events (and ``JupyterACP.replay_page_events``) and about
         ``JupyterACP.replay_page_bytes``, always at least one event when there is one: the stored ones
@@ -125,13 +133,23 @@ class EventLog:
             below = newer[0]["seq"] if newer else before
             room = count - len(newer)
             try:
-                older = self.store.read_before(session.id, below, room, max_bytes) if room > 0 else []
+                if room <= 0:
+                    older = []
+                elif current:
+                    older = self.store.read_conversation(
+                        session.id, session.conversation, limit=room, max_bytes=max_bytes, before=below
+                    )
+                else:
+                    older = self.store.read_before(session.id, below, room, max_bytes)
             except StoreError as exc:
                 log.warning("reading the transcript failed: %s", exc)
                 older = []
             return older + newer
         try:
-            out = self.store.read(session.id, after, count, max_bytes)
+            if current:
+                out = self.store.read_conversation(session.id, session.conversation, after, count, max_bytes)
+            else:
+                out = self.store.read(session.id, after, count, max_bytes)
             complete = not out or out[-1]["seq"] >= self.store.last_seq(session.id)
         except StoreError as exc:
             log.warning("reading the transcript failed: %s", exc)
@@ -142,7 +160,7 @@ class EventLog:
         return out[:count]
 
     def subscribe(
-        self, session: NotebookSession, after: int, sub: Subscriber
+        self, session: NotebookSession, after: int, sub: Subscriber, *, current: bool = False
     ) -> tuple[list[dict[str, Any]], Callable[[], None]]:
         """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller).
 
@@ -150,10 +168,12 @@ class EventLog:
         sees its first replayed seq past after + 1 and fetches older pages with ``events?before=``).
         Events that still matter though older than that page (a pending permission request, the running
         turn's ``turn_started``) come first, marked ``"pinned": true``.
+
+        ``current``: the replay holds only the current conversation (live events are all of it).
         """
-        replay = self.events(session, after)
+        replay = self.events(session, after, current=current)
         if replay and replay[-1]["seq"] < session.seq:  # more than a page: the latest one instead
-            replay = [e for e in self.events(session, before=session.seq + 1) if e["seq"] > after]
+            replay = [e for e in self.events(session, before=session.seq + 1, current=current) if e["seq"] > after]
             first = replay[0]["seq"] if replay else session.seq + 1
             pinned: list[dict[str, Any]] = []
             try:

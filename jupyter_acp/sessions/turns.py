@@ -176,7 +176,8 @@ class Turns:
             return blocks
         preface = {
             "type": "text",
-            "text": "Earlier in this conversation (the agent was restarted and could not reload it):\n"
+            "text": "Earlier in this conversation (the agent could not reload it: it was restarted, or the "
+            "conversation was resumed from the history):\n"
             + history
             + "\n\nThe user's new message follows.",
         }

@@ -36,6 +36,22 @@ export interface ISessionInfo {
   always_allowed?: string[];
 }
 
+/** One of the notebook's conversations (ours), or one of the agent's own past sessions (`kind: 'agent'`). */
+export interface IConversationInfo {
+  /** null: the current conversation before its first event */
+  id: string | null;
+  kind: 'ours' | 'agent';
+  /** the first prompt ("" before it) */
+  title: string;
+  agent: string;
+  started?: number;
+  ended?: number | null;
+  turns?: number;
+  /** the agent's own date of its session (ISO 8601) */
+  updated_at?: string | null;
+  current: boolean;
+}
+
 export class ApiError extends Error {
   constructor(
     message: string,
@@ -127,16 +143,42 @@ export class AcpApi {
     return this.request(`sessions/${sessionId}/revert`, { method: 'POST', body: JSON.stringify({ turn_id: turnId }) });
   }
 
-  /** One page of events after `after`, oldest first. */
+  /** One page of the current conversation's events after `after`, oldest first. */
   events(sessionId: string, after: number, limit?: number): Promise<IAcpEvent[]> {
+    const query = limit ? { after, limit, conversation: 'current' } : { after, conversation: 'current' };
+    return this.request(`sessions/${sessionId}/events` + URLExt.objectToQueryString(query));
+  }
+
+  /** The current conversation's newest `limit` events with seq < `before`, oldest first (older history). */
+  eventsBefore(sessionId: string, before: number, limit: number): Promise<IAcpEvent[]> {
     return this.request(
-      `sessions/${sessionId}/events` + URLExt.objectToQueryString(limit ? { after, limit } : { after })
+      `sessions/${sessionId}/events` + URLExt.objectToQueryString({ before, limit, conversation: 'current' })
     );
   }
 
-  /** The newest `limit` events with seq < `before`, oldest first (a page of older history). */
-  eventsBefore(sessionId: string, before: number, limit: number): Promise<IAcpEvent[]> {
-    return this.request(`sessions/${sessionId}/events` + URLExt.objectToQueryString({ before, limit }));
+  /** The notebook's conversations, newest first, then the agent's own past sessions of its folder. */
+  conversations(sessionId: string): Promise<IConversationInfo[]> {
+    return this.request(`sessions/${sessionId}/conversations`);
+  }
+
+  /** One page of an earlier conversation's events after `after`, oldest first (read-only). */
+  conversationEvents(sessionId: string, cid: string, after: number): Promise<IAcpEvent[]> {
+    return this.request(
+      `sessions/${sessionId}/conversations/${encodeURIComponent(cid)}/events` + URLExt.objectToQueryString({ after })
+    );
+  }
+
+  /** Make a conversation the current one again; answers the session description. */
+  resumeConversation(sessionId: string, cid: string): Promise<ISessionInfo> {
+    return this.request(`sessions/${sessionId}/conversations/${encodeURIComponent(cid)}/resume`, {
+      method: 'POST',
+      body: '{}'
+    });
+  }
+
+  /** Remove an earlier conversation and its events (never the current one). */
+  deleteConversation(sessionId: string, cid: string): Promise<{ deleted: string; events: number }> {
+    return this.request(`sessions/${sessionId}/conversations/${encodeURIComponent(cid)}`, { method: 'DELETE' });
   }
 
   /** Stop always allowing `tool` in this session (every tool when none is given). */
@@ -146,7 +188,10 @@ export class AcpApi {
   }
 
   streamUrl(sessionId: string, after: number): string {
-    let url = URLExt.join(this.settings.wsUrl, 'jupyter-acp', 'sessions', sessionId, 'stream') + `?after=${after}`;
+    // the current conversation (the earlier ones are in the history menu)
+    let url =
+      URLExt.join(this.settings.wsUrl, 'jupyter-acp', 'sessions', sessionId, 'stream') +
+      `?after=${after}&conversation=current`;
     const s = this.settings as any;
     if (s.token && s.appendToken) {
       url += `&token=${encodeURIComponent(s.token)}`;

@@ -22,6 +22,7 @@ import { Widget } from '@lumino/widgets';
 import { AcpApi, ApiError, ISessionInfo } from './api';
 import { Composer, IPanelSettings } from './composer';
 import { button, el } from './dom';
+import { HistoryMenu } from './history';
 import { Pickers } from './pickers';
 import { IRenderContext, renderItem } from './renderers';
 import { isLiveThought } from './renderers/messages';
@@ -62,6 +63,8 @@ export class AgentPanel extends Widget {
   private _ctx: IRenderContext;
   private _pickers: Pickers;
   private _composer: Composer;
+  /** The history menu: earlier conversations, read-only, resumed, deleted (history.ts). */
+  private _history: HistoryMenu;
   /** The built-in agent's model form and an agent's login card (setup.ts). */
   private _setup: SetupCard;
 
@@ -135,6 +138,17 @@ export class AgentPanel extends Widget {
       agentsChanged: () => void this._pickers.loadAgents()
     });
 
+    this._history = new HistoryMenu({
+      api: this.api,
+      get view() {
+        return panel._view;
+      },
+      ctx: this._ctx,
+      node: this.node,
+      flash: (text: string, level?: string) => this._flash(text, level),
+      reload: () => this._reload()
+    });
+
     // header: notebook name, agent picker, the session's mode and options
     const titleRow = el('div', 'jp-ACP-titleRow');
     this._newChat = button(
@@ -144,10 +158,11 @@ export class AgentPanel extends Widget {
       addIcon,
       'New conversation (the agent forgets this one)'
     );
-    titleRow.append(this._title, this._usage.node, this._newChat);
+    titleRow.append(this._title, this._usage.node, this._history.button, this._newChat);
     const pickRow = el('label', 'jp-ACP-pickRow');
     pickRow.append(el('span', 'jp-ACP-pickLabel', 'Agent'), this._pickers.agentSelect);
     this._pickers.agentSelect.addEventListener('change', () => this._pickAgent(this._pickers.agentSelect.value));
+    titleRow.append(this._history.menu);
     this._header.append(
       titleRow,
       pickRow,
@@ -168,7 +183,14 @@ export class AgentPanel extends Widget {
       )
     );
 
-    this.node.append(this._header, this._status, this._setup.node, this._body, this._composer.node);
+    this.node.append(
+      this._header,
+      this._status,
+      this._setup.node,
+      this._body,
+      this._history.archive,
+      this._composer.node
+    );
 
     this._tracker.currentChanged.connect(() => this._follow(), this);
     this._tracker.widgetAdded.connect((_, nb) => nb.disposed.connect(() => this._forget()), this);
@@ -361,6 +383,9 @@ export class AgentPanel extends Widget {
   }
 
   private _show(view: SessionView | null, error?: string): void {
+    if (view !== this._view) {
+      this._history.close();
+    }
     if (this._view && this._view !== view) {
       this._view.log.remove();
       this._view.draft = this._composer.input.value; // each conversation keeps its unsent draft
@@ -540,6 +565,7 @@ export class AgentPanel extends Widget {
     this._composer.send.hidden = running;
     this._composer.send.disabled = !view;
     this._newChat.disabled = !view;
+    this._history.button.disabled = !view;
     this._composer.input.disabled = !view;
     this._composer.node.hidden = !this._path();
     this._header.hidden = !this._path();
@@ -589,6 +615,17 @@ export class AgentPanel extends Widget {
         this._renderChrome();
       }
     }, 6000);
+  }
+
+  /** The session's history changed under the view (a conversation resumed or deleted): replay it afresh. */
+  private _reload(): Promise<void> {
+    const view = this._view;
+    if (view) {
+      this._views.delete(view.info.id);
+      view.dispose();
+      this._view = null;
+    }
+    return this._bind();
   }
 
   private async _reset(): Promise<void> {
