@@ -9,6 +9,7 @@ import glob
 import json
 import logging
 import os
+import shlex
 import stat
 import sys
 
@@ -17,6 +18,7 @@ from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 
+from jupyter_acp.http.agent_routes import terminal_command
 from jupyter_acp.testing.events import message_text
 from jupyter_acp.testing.fake_model import FakeModel
 
@@ -92,11 +94,12 @@ def everything_stored(app) -> str:
 async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model, caplog):
     caplog.set_level(logging.DEBUG)
     s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    other = await api.open(make_notebook("other.ipynb"), "echo")
+    turn = await api.prompt(other["id"], "echo: before")
+    await api.wait_turn_end(other["id"], turn, timeout=60)
+    echo_pid = app.hub.connections["echo"].process.pid
     before = await api.call("GET", "agents", "builtin", "settings")
-    assert (
-        before["needs_model"] is True
-        and before["settings"]["OPENAI_API_KEY" if False else "JUPYTER_ACP_MODEL"] == "unset"
-    )
+    assert before["needs_model"] is True and before["settings"]["JUPYTER_ACP_MODEL"] == "unset"
     turn = await api.prompt(s["id"], "hello")
     events = await api.wait_turn_end(s["id"], turn, timeout=60)
     assert "No model is configured" in message_text(events, turn)
@@ -125,6 +128,9 @@ async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model,
     events = await api.wait_turn_end(s["id"], turn, timeout=60)
     assert "Hello from the fake model" in message_text(events, turn)
     assert any(e.get("phase") == "agent_reconfigured" for e in events)
+    # only that agent restarted: the echo agent's process is the same one, and it saw no notice
+    assert app.hub.connections["echo"].process.pid == echo_pid and app.hub.connections["echo"].alive
+    assert not any(e.get("phase") == "agent_reconfigured" for e in await api.events(other["id"]))
 
     # the key is nowhere else: events, transcripts, GET answers, the server's log
     assert KEY not in json.dumps(await api.events(s["id"]))
@@ -133,7 +139,6 @@ async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model,
     assert KEY not in json.dumps(await api.call("GET", "agents", "builtin", "settings"))
     assert KEY not in json.dumps(await api.call("GET", "agents", "builtin", "models"))
     assert KEY not in caplog.text
-    assert "openai/fake" in caplog.text or True  # the model string is no secret
 
 
 async def test_the_environment_wins(api, app, fake_model, monkeypatch):
@@ -293,3 +298,17 @@ async def test_enabling_needs_execute(jp_fetch, app, codex_on_path):
             headers={USER_HEADER: "writer"},
         )
     assert err.value.code == 403 and "codex" not in app.agent_specs
+
+
+def test_a_terminal_login_line_is_the_agents_command_quoted():
+    """An agent's terminal login method cannot smuggle shell syntax into the line the panel types in a terminal."""
+    hostile = {
+        "type": "terminal",
+        "id": "t",
+        "args": ["login", "; touch /tmp/pwned", "$(id)"],
+        "env": {"X=1; touch /tmp/pwned #": "v", "TOKEN_DIR": "`id` $HOME", "OK": "1"},
+    }
+    line = terminal_command(["/usr/bin/agent", "--acp"], hostile)
+    words = shlex.split(line)
+    assert words == ["TOKEN_DIR=`id` $HOME", "OK=1", "/usr/bin/agent", "--acp", "login", "; touch /tmp/pwned", "$(id)"]
+    assert "X=1" not in line

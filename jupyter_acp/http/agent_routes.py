@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import stat
 from typing import Any
@@ -68,6 +69,21 @@ def _unsafe_name(name: str) -> bool:
     return name in NEVER_PASS or name in BASE_ENV or name.startswith(("LD_", "DYLD_", "PYTHON", "JUPYTER_"))
 
 
+#: a variable name a terminal login may set (anything else is dropped: it would be shell syntax)
+SHELL_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def terminal_command(argv: list[str], method: dict[str, Any]) -> str:
+    """The shell line a ``terminal`` login method asks for: the agent's own configured command with the method's
+    args and env, every word quoted (an agent's args or values never become shell syntax; odd names are dropped)."""
+    raw = method.get("env")
+    extra: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_args = method.get("args")
+    args = [str(a) for a in raw_args] if isinstance(raw_args, list) else []
+    env = [f"{k}={shlex.quote(str(v))}" for k, v in extra.items() if isinstance(k, str) and SHELL_VAR.match(k)]
+    return " ".join([*env, shlex.join([*argv, *args])])
+
+
 class AgentHandler(BaseHandler):
     """One configured agent, by name."""
 
@@ -94,11 +110,7 @@ class AgentHandler(BaseHandler):
             if kind == "env_var":
                 entry["vars"] = [v for v in auth_env_vars(m) if not _unsafe_name(v)]
             if kind == "terminal":
-                raw = m.get("env")
-                extra: dict[str, Any] = raw if isinstance(raw, dict) else {}
-                args = [str(a) for a in m.get("args") or []]
-                prefix = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in extra.items())
-                entry["command"] = (prefix + " " if prefix else "") + shlex.join([*spec.argv, *args])
+                entry["command"] = terminal_command(spec.argv, m)
             methods.append(entry)
         builtin = is_builtin(spec)
         names = [MODEL_VAR, BASE_VAR] if builtin else []
