@@ -246,7 +246,9 @@ class JupyterACP(ExtensionApp):
                     "agent_info": (conn.init_result.get("agentInfo") if conn else None),
                     # what a prompt may carry (image, audio, embeddedContext): null until the agent has started
                     "prompt_capabilities": (
-                        (conn.init_result.get("agentCapabilities") or {}).get("promptCapabilities") if conn else None
+                        (conn.init_result.get("agentCapabilities") or {}).get("promptCapabilities") or {}
+                        if conn and conn.init_result
+                        else None
                     ),
                 }
             )

@@ -19,6 +19,8 @@ export interface IAgentInfo {
   state?: string;
   error?: string | null;
   suggested_config?: any;
+  /** What the agent's prompts may carry (`image`, `audio`, `embeddedContext`); null until it has started. */
+  prompt_capabilities?: { image?: boolean; audio?: boolean; embeddedContext?: boolean } | null;
 }
 
 export interface ISessionInfo {

@@ -1,12 +1,13 @@
 /**
  * The composer: the prompt input (Enter sends, arrows walk the prompt history, Esc stops), the `/`
- * menu of agent commands and `@` completion of kernel variables, the "include selection" chip, and
- * Send / Stop.
+ * menu of agent commands and `@` completion of kernel variables, the "include selection" chip, images
+ * (pasted, dropped, picked or a plot attached: `attach.ts`), and Send / Stop.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import { stopIcon } from '@jupyterlab/ui-components';
 
 import { AcpApi, ApiError } from './api';
+import { ImageTray } from './attach';
 import { button, el } from './dom';
 import type { SessionView } from './session';
 
@@ -37,6 +38,8 @@ export class Composer {
   readonly chip = el('button', 'jp-ACP-chip');
   readonly send: HTMLButtonElement;
   readonly stop: HTMLButtonElement;
+  /** Images waiting to go with the prompt, and their chip. */
+  readonly images: ImageTray;
   private _menu = el('div', 'jp-ACP-slashMenu');
   private _includeSelection: boolean | null = null;
   private _menuIndex = 0;
@@ -64,9 +67,16 @@ export class Composer {
     });
     this.send = button('Send', 'jp-mod-accept jp-ACP-send', () => void this.sendPrompt(), undefined, 'Send (Enter)');
     this.stop = button('Stop', 'jp-mod-warn jp-ACP-stop', () => void this.cancel(), stopIcon, 'Stop the agent');
+    this.images = new ImageTray({
+      api: _host.api,
+      agentName: () => _host.view?.info.agent ?? null,
+      path: () => _host.path(),
+      flash: (text, level) => _host.flash(text, level)
+    });
+    this.images.listen(this.input, this.node);
     const row = el('div', 'jp-ACP-composerRow');
-    row.append(this.chip, el('span', 'jp-ACP-spacer'), this.stop, this.send);
-    this.node.append(this._menu, this.input, row);
+    row.append(this.chip, this.images.control, el('span', 'jp-ACP-spacer'), this.stop, this.send);
+    this.node.append(this._menu, this.images.node, this.input, row);
   }
 
   private _selectionOn(): boolean {
@@ -139,6 +149,7 @@ export class Composer {
   }
 
   updateChip(): void {
+    this.images.refresh();
     const on = this._selectionOn();
     const sel = this._host.notebook ? this._selection() : null;
     this.chip.textContent = '';
@@ -349,14 +360,14 @@ export class Composer {
   async sendPrompt(): Promise<void> {
     const view = this._host.view;
     const text = this.input.value.trim();
-    if (!view || !text) {
+    if (!view || (!text && !this.images.count)) {
       return;
     }
     if (view.model.runningTurn) {
       this._host.flash('The agent is still working: wait, or press Stop.', 'warning');
       return;
     }
-    const blocks: any[] = [{ type: 'text', text }];
+    const blocks: any[] = text ? [{ type: 'text', text }] : [];
     if (this._selectionOn()) {
       const sel = this._selection();
       if (sel && sel.block.resource.text.trim()) {
@@ -366,6 +377,8 @@ export class Composer {
     if (/(^|\s)@[A-Za-z_]/.test(text)) {
       blocks.push(...(await this._variableBlocks(text)));
     }
+    const attached = this.images.take();
+    blocks.push(...attached.blocks);
     const draft = this.input.value;
     this.input.value = '';
     this._menu.hidden = true;
@@ -378,6 +391,7 @@ export class Composer {
       if (!this.input.value) {
         this.input.value = draft;
       }
+      this.images.restore(attached.images);
       const status = err instanceof ApiError ? err.status : 0;
       this._host.flash(
         status === 409

@@ -6,6 +6,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { ActivityMonitor } from './activity';
+import { attachPlugin } from './attach';
 import { FrontendBridge } from './bridge';
 import { AgentPanel } from './panel';
 import { ALLOW_COMMAND, REJECT_COMMAND } from './usage';
@@ -138,4 +139,4 @@ function addCommands(app: JupyterFrontEnd, panel: AgentPanel, palette: ICommandP
   }
 }
 
-export default plugin;
+export default [plugin, attachPlugin];

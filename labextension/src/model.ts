@@ -50,6 +50,8 @@ export interface IUserItem extends IItemBase {
   kind: 'user';
   text: string;
   attachments: string[];
+  /** The prompt's image blocks (thumbnails). */
+  images?: { mimeType: string; data: string }[];
 }
 export interface ITextItem extends IItemBase {
   kind: 'message' | 'thought';
@@ -203,11 +205,16 @@ export interface IAgentProblem {
 }
 
 /** Text of ACP content blocks, as a user would read it. */
-export function blocksText(blocks: any): { text: string; attachments: string[] } {
+export function blocksText(blocks: any): {
+  text: string;
+  attachments: string[];
+  images: { mimeType: string; data: string }[];
+} {
   const parts: string[] = [];
   const attachments: string[] = [];
+  const images: { mimeType: string; data: string }[] = [];
   if (!Array.isArray(blocks)) {
-    return { text: typeof blocks === 'string' ? blocks : '', attachments };
+    return { text: typeof blocks === 'string' ? blocks : '', attachments, images };
   }
   for (const b of blocks) {
     if (!b || typeof b !== 'object') {
@@ -220,10 +227,10 @@ export function blocksText(blocks: any): { text: string; attachments: string[] }
     } else if (b.type === 'resource_link') {
       attachments.push(String(b.title ?? b.name ?? b.uri ?? 'link'));
     } else if (b.type === 'image') {
-      attachments.push('image');
+      images.push({ mimeType: String(b.mimeType ?? ''), data: typeof b.data === 'string' ? b.data : '' });
     }
   }
-  return { text: parts.join('\n'), attachments };
+  return { text: parts.join('\n'), attachments, images };
 }
 
 /** Text of one ACP content block (an update's `content`). */
@@ -519,7 +526,7 @@ export class ChatModel {
     const seq = typeof e.seq === 'number' ? e.seq : 0;
     switch (e.type) {
       case 'turn_started': {
-        const { text, attachments } = blocksText(e.prompt);
+        const { text, attachments, images } = blocksText(e.prompt);
         this.runningTurn = e.turn_id ?? null;
         if (this.problem && this.problem.kind !== 'needs_login') {
           this.problem = null;
@@ -530,7 +537,8 @@ export class ChatModel {
           turnId: e.turn_id ?? null,
           version: 0,
           text,
-          attachments
+          attachments,
+          images
         });
         break;
       }

@@ -21,11 +21,51 @@ export function renderAudit(item: IAuditItem, entry: IEntry): void {
   }
 }
 
+const THUMB_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+
+/**
+ * A prompt's image as a thumbnail (click: full width, again: small). Only the prompt image types with base64
+ * data become an image; an image the history could not keep (cut to fit JupyterACP.max_event_bytes) says so.
+ */
+export function promptThumbnail(image: { mimeType: string; data: string }, n: number): HTMLElement {
+  if (!THUMB_TYPES.includes(image.mimeType) || !/^[A-Za-z0-9+/]+={0,2}$/.test(image.data)) {
+    const gone = el('span', 'jp-ACP-attachment jp-ACP-imageGone', 'image not kept');
+    gone.title = image.data.includes('[cut:')
+      ? 'This image was larger than the history keeps (JupyterACP.max_event_bytes); the agent received it whole.'
+      : `This image (${image.mimeType || 'no type'}) cannot be shown.`;
+    return gone;
+  }
+  const img = el('img', 'jp-ACP-userImage');
+  img.src = `data:${image.mimeType};base64,${image.data}`;
+  img.alt = `image ${n} sent with the prompt`;
+  img.title = 'Click to enlarge';
+  img.tabIndex = 0;
+  const toggle = () => {
+    const big = img.classList.toggle('jp-mod-expanded');
+    img.title = big ? 'Click to shrink' : 'Click to enlarge';
+  };
+  img.addEventListener('click', toggle);
+  img.addEventListener('keydown', e => {
+    if (e.key === 'Enter' || e.key === ' ') {
+      e.preventDefault();
+      toggle();
+    }
+  });
+  return img;
+}
+
 export function renderUser(item: IUserItem, entry: IEntry): void {
   const n = entry.node;
   n.className = 'jp-ACP-item jp-ACP-user';
   n.textContent = '';
-  n.appendChild(el('div', 'jp-ACP-userText', item.text));
+  if (item.text) {
+    n.appendChild(el('div', 'jp-ACP-userText', item.text));
+  }
+  if (item.images?.length) {
+    const strip = el('div', 'jp-ACP-userImages');
+    item.images.forEach((image, i) => strip.appendChild(promptThumbnail(image, i + 1)));
+    n.appendChild(strip);
+  }
   if (item.attachments.length) {
     const chips = el('div', 'jp-ACP-attachments');
     for (const a of item.attachments) {
