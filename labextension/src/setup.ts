@@ -81,6 +81,13 @@ export function authenticate(api: AcpApi, name: string, methodId: string): Promi
 
 let lists = 0;
 
+/** Asks the card to show the model form for an agent (an error card's "Change the model or key"). */
+export const setupRequests = new EventTarget();
+
+export function requestModelForm(agent: string): void {
+  setupRequests.dispatchEvent(new CustomEvent('model', { detail: agent }));
+}
+
 export class SetupCard {
   readonly node = el('section', 'jp-ACP-setup');
   private _settings: IAgentSettings | null = null;
@@ -93,9 +100,26 @@ export class SetupCard {
   /** The login problem the user acted on (the card hides until another one). */
   private _handled: unknown = null;
 
+  /** The agent whose model form the user opened (a model is set, but the provider refused it). */
+  private _forced: string | null = null;
+
   constructor(private readonly _host: ISetupHost) {
     this.node.hidden = true;
     this.node.setAttribute('aria-label', 'Set up the agent');
+    setupRequests.addEventListener('model', e => {
+      const agent = String((e as CustomEvent).detail ?? '');
+      if (this._host.view?.info.agent !== agent) {
+        return;
+      }
+      if (this._settings && this._settings.name === agent && !this._settings.builtin) {
+        this._host.flash(`The model and key of ${agent} are its own settings (its configuration or its login)`);
+        return;
+      }
+      this._forced = agent;
+      this._sig = '';
+      this._host.renderChrome();
+      this.node.scrollIntoView?.({ block: 'nearest' });
+    });
   }
 
   /** Called with every chrome render: cheap unless something the card shows changed. */
@@ -119,9 +143,9 @@ export class SetupCard {
       void this._fetch(agent);
     }
     const s = this._settings && this._settings.name === agent ? this._settings : null;
-    const showModel = !!s?.builtin && !!s?.needs_model;
+    const showModel = !!s?.builtin && (!!s?.needs_model || this._forced === agent);
     const showLogin = login && !!s && s.auth_methods.length > 0;
-    const sig = JSON.stringify([agent, showModel, showLogin, s, this._busy, this._error, !!this._models]);
+    const sig = JSON.stringify([agent, showModel, showLogin, s, this._busy, this._error, !!this._models, this._forced]);
     if (sig === this._sig) {
       return;
     }
@@ -142,7 +166,7 @@ export class SetupCard {
       if (this._host.view?.info.agent === agent) {
         this._settings = s;
         this._error = '';
-        if (s.builtin && s.needs_model && !this._models) {
+        if (s.builtin && !this._models) {
           void agentModels(this._host.api, agent)
             .then(m => {
               this._models = m;
@@ -161,8 +185,13 @@ export class SetupCard {
   private _modelForm(s: IAgentSettings): void {
     const form = el('form', 'jp-ACP-setupForm');
     form.setAttribute('aria-label', "The built-in agent's model");
+    const forced = !s.needs_model;
     form.append(
-      el('div', 'jp-ACP-setupTitle', 'Choose a model for the built-in agent'),
+      el(
+        'div',
+        'jp-ACP-setupTitle',
+        forced ? "The built-in agent's model and key" : 'Choose a model for the built-in agent'
+      ),
       el(
         'p',
         'jp-ACP-setupHint',
@@ -178,6 +207,7 @@ export class SetupCard {
     model.setAttribute('aria-label', 'Model');
     model.autocomplete = 'off';
     model.required = true;
+    model.value = s.model ?? '';
     const datalist = el('datalist');
     datalist.id = listId;
     for (const m of this._models?.suggestions ?? []) {
@@ -216,13 +246,23 @@ export class SetupCard {
     const save = el('button', 'jp-ACP-button jp-ACP-setupSave', this._busy ? 'Saving…' : 'Save and restart the agent');
     save.type = 'submit';
     save.disabled = this._busy;
+    const actions = el('div', 'jp-ACP-setupActions');
+    actions.appendChild(save);
+    if (forced) {
+      actions.appendChild(
+        button('Close', 'jp-ACP-setupClose', () => {
+          this._forced = null;
+          this._host.renderChrome();
+        })
+      );
+    }
     form.append(
       this._row('Model', model),
       datalist,
       this._row('Key variable', keyVar),
       this._row('Key', key),
       this._row('API base', base),
-      save
+      actions
     );
     if (this._error) {
       form.appendChild(el('div', 'jp-ACP-setupError', this._error));
@@ -258,6 +298,7 @@ export class SetupCard {
       const s = await saveAgentSettings(this._host.api, agent, body);
       done();
       this._settings = s;
+      this._forced = null;
       this._host.flash(s.notice || `Settings of ${agent} saved`, 'info');
       this._host.agentsChanged();
     } catch (err) {

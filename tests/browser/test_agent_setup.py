@@ -153,6 +153,21 @@ def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
     shot(ui, "model-answered")
     settings = ui.lab.api("agents/builtin/settings")
     assert settings["settings"]["OPENAI_API_KEY"] == "set" and KEY not in json.dumps(settings)
+
+    # the provider refuses the key: the error offers the form again, with the model filled in
+    fake_model.rules.insert(0, {"match": "refuse my key", "status": 401, "text": "Incorrect API key provided"})
+    ui.send("refuse my key")
+    err = ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
+    expect(err).to_contain_text("refused the agent's API key", timeout=LONG)
+    fake_model.rules.pop(0)  # the session's fake model: leave it as the other modules know it
+    err.get_by_role("button", name="Change the model or key").click()
+    expect(card).to_be_visible()
+    expect(card).to_contain_text("The built-in agent's model and key")
+    expect(card.get_by_label("Model", exact=True)).to_have_value("openai/fake")
+    expect(card.get_by_label("Key variable", exact=True)).to_contain_text("OPENAI_API_KEY (set)")
+    shot(ui, "model-change")
+    card.get_by_role("button", name="Close").click()
+    expect(card).to_be_hidden()
     assert KEY not in ui.panel.inner_html()
     stored = Path(settings["store"])
     assert oct(stored.stat().st_mode & 0o777) == "0o600"

@@ -5,6 +5,7 @@
 import { refreshIcon } from '@jupyterlab/ui-components';
 
 import { button, el } from '../dom';
+import { requestModelForm } from '../setup';
 import type { ITurnEndItem } from '../model';
 import type { SessionView } from '../session';
 import type { IRenderContext } from './context';
@@ -57,6 +58,15 @@ export function renderError(ctx: IRenderContext, view: SessionView, item: ITurnE
       `Send “${prompt.text.length > 80 ? prompt.text.slice(0, 79) + '…' : prompt.text}” again`
     );
     row.appendChild(retry);
+  }
+  if (!item.errorKind || item.errorKind === 'agent_error') {
+    const line = describeError(item.errorKind, raw);
+    if (/API key|does not know the agent's model/.test(line)) {
+      // the built-in agent's model and key are set in the panel: open its form (setup.ts)
+      row.appendChild(
+        button('Change the model or key', 'jp-ACP-errorAction', () => requestModelForm(view.info.agent), undefined)
+      );
+    }
   }
   if (item.errorKind === 'needs_login' && ctx.canOpenTerminal()) {
     row.appendChild(
