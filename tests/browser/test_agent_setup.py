@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO, SCRIPTED, TOKEN, Lab, _free_port  # the browser tests' conftest (same folder)
 
 expect = pytest.importorskip("playwright.sync_api").expect
