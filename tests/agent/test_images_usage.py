@@ -13,6 +13,7 @@ import struct
 import zlib
 from typing import Any
 
+import acp.schema as schema  # the test extra's ACP SDK
 import pytest
 
 from jupyter_acp.protocol.jsonrpc import RpcError
@@ -94,6 +95,7 @@ def world(tmp_path_factory):
 def test_image_prompt_reaches_the_model_as_an_image_url(world):
     loop, model, agent, cwd, _ = world
     assert agent.init_result["agentCapabilities"]["promptCapabilities"]["image"] is True  # litellm: supports_vision
+    schema.InitializeResponse.model_validate(agent.init_result)
     sid = run(loop, agent.new_session(cwd))["sessionId"]
     prompt = [{"type": "text", "text": "what is this?"}, {"type": "image", "mimeType": "image/png", "data": PNG}]
     answer = run(loop, agent.request("session/prompt", {"sessionId": sid, "prompt": prompt}))
@@ -132,6 +134,8 @@ def test_usage_update_after_each_model_call(world):
     assert len(usage) == 2
     assert usage[1]["used"] > first["used"]  # the context grew
     assert usage[1]["cost"]["amount"] > first["cost"]["amount"]  # the session's cost so far
+    for u in usage:  # as the ACP SDK's schema has it
+        schema.SessionNotification.model_validate({"sessionId": sid, "update": u})
 
 
 def test_tool_images_in_the_card_and_to_the_model(world):
@@ -145,6 +149,7 @@ def test_tool_images_in_the_card_and_to_the_model(world):
     blocks = [c["content"] for c in done[-1]["content"] if c.get("type") == "content"]
     assert {"type": "image", "mimeType": "image/png", "data": PLOT} in blocks
     assert PLOT not in str(done[-1]["rawOutput"])  # the image once, in the content
+    schema.SessionNotification.model_validate({"sessionId": sid, "update": done[-1]})
     # the model got the plot as an image after the tool's text
     last = model.requests[-1]["messages"]
     assert last[-2]["role"] == "tool"
