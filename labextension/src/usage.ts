@@ -85,8 +85,10 @@ export function decorateShortcuts(node: HTMLElement, commands: CommandRegistry |
       }
       const hint = el('kbd', 'jp-ACP-kbd', keys);
       hint.setAttribute('aria-hidden', 'true');
-      target.appendChild(hint);
+      target.append(' ', hint); // a space: the visible text reads "Allow once Alt+Shift+A", as the name does
       target.setAttribute('aria-keyshortcuts', ariaKeys(aria));
+      // the accessible name holds the visible text, the shortcut included
+      target.setAttribute('aria-label', `${target.getAttribute('aria-label') ?? target.textContent ?? ''} ${keys}`);
       target.title = `${target.title} Shortcut: ${keys}.`;
     }
   }
