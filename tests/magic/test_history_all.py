@@ -35,15 +35,18 @@ async def test_kernel_route_refuses_another_notebooks_conversations(start_kernel
     other = await api.open(make_notebook("other.ipynb"))
     turn = await api.prompt(other["id"], "not yours")
     await api.wait_turn_end(other["id"], turn)
+    cid = (await api.call("GET", "sessions", other["id"], "conversations"))[0]["id"]
     k = await start_kernel(make_notebook("mine.ipynb"))
     code = (
         "m = get_ipython().magics_manager.registry['AcpMagics']\n"
         "from jupyter_acp.magic import AcpError\n"
-        "try:\n"
-        f"    m.backend.call('GET', 'sessions/{other['id']}/conversations')\n"
-        "except AcpError as exc:\n"
-        "    print('refused:', exc)\n"
+        f"for path in ('sessions/{other['id']}/conversations', 'sessions/{other['id']}/conversations/{cid}/events'):\n"
+        "    try:\n"
+        "        print('answered:', m.backend.call('GET', path))\n"
+        "    except AcpError as exc:\n"
+        "        print('refused:', exc)\n"
     )
     res = await k.run(code)
     assert res.status == "ok", res.text()
-    assert "refused:" in res.stdout and "(HTTP 403)" in res.stdout, res.stdout
+    assert res.stdout.count("refused:") == 2 and res.stdout.count("(HTTP 403)") == 2, res.stdout
+    assert "not yours" not in res.stdout
