@@ -25,7 +25,7 @@ export function renderStatus(
     text = 'Reconnecting to the server…';
     level = 'warning';
   } else if (model?.problem?.kind === 'needs_login') {
-    text = 'The agent needs you to log in: pick a way in the card below (or see Details), then Retry';
+    text = 'The agent needs you to log in (the ways it offers are below), then Retry';
     level = 'error';
   } else if (view?.startError) {
     text = /needs you to log in|auth/i.test(view.startError)
