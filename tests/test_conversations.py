@@ -201,6 +201,38 @@ async def test_another_notebooks_conversation_is_unknown_here(api, make_notebook
     ]
 
 
+async def test_a_reset_while_the_disk_is_full_keeps_each_event_in_its_conversation(
+    api, make_notebook, jp_serverapp, jp_data_dir
+):
+    """Events waiting in memory (the store failing) are saved, once it works again, under the conversation they
+    were said in; the session's current conversation is saved too."""
+    store = jp_serverapp.web_app.settings["jupyter_acp"].hub.store
+    s = await api.open(make_notebook("nb.ipynb"))
+    await ask(api, s["id"], "before the disk filled")
+    pages = store.db.execute("PRAGMA page_count").fetchone()[0]
+    store.db.execute(f"PRAGMA max_page_count = {pages}")
+    try:
+        events = await ask(api, s["id"], "while it is full " + "x" * 200_000)
+        assert any(e.get("phase") == "store_failed" for e in events), "the store does fail"
+        await api.call("POST", "sessions", s["id"], "reset")
+        await ask(api, s["id"], "after the reset")
+    finally:
+        store.db.execute("PRAGMA max_page_count = 1073741823")
+    await ask(api, s["id"], "once it works again")
+    await api.wait_for(s["id"], lambda evs: any("saved again" in (e.get("text") or "") for e in evs))
+    convs = await api.call("GET", "sessions", s["id"], "conversations")
+    assert [c["title"] for c in convs] == ["after the reset", "before the disk filled"], convs
+    old = await api.call("GET", "sessions", s["id"], "conversations", convs[1]["id"], "events")
+    new = await api.call("GET", "sessions", s["id"], "conversations", convs[0]["id"], "events")
+    assert [p[:16] for p in prompts(old)] == ["before the disk ", "while it is full"], old
+    assert prompts(new) == ["after the reset", "once it works again"], new
+    db = sqlite3.connect(store_path(jp_data_dir))
+    try:
+        assert db.execute("SELECT conversation FROM sessions WHERE id = ?", (s["id"],)).fetchone()[0] == 2
+    finally:
+        db.close()
+
+
 class ReadOnlyConversations(Authorizer):
     """A user who may read this extension's conversations but not change them (resume, delete)."""
 

@@ -155,7 +155,7 @@ class Conversations:
             log.warning("reading the transcript failed: %s", exc)
             stored = []
         last = stored[-1]["seq"] if stored else 0
-        waiting = [e for e, _ in session.unsaved] + session.outbox
+        waiting = [e for e, _, n in session.unsaved if n == session.conversation] + session.outbox
         return stored + [e for e in waiting if e["seq"] > last]
 
     # -- changing ------------------------------------------------------------------------------

@@ -56,7 +56,8 @@ class EventLog:
             events, session.outbox = session.outbox, []
             encoded = [encode(e) for e in events]
             batches.append((session, events, encoded))
-            session.unsaved.extend(zip(events, encoded, strict=True))
+            # each event with the conversation it was said in (a reset flushes before it switches)
+            session.unsaved.extend((e, t, session.conversation) for e, t in zip(events, encoded, strict=True))
         self._save_pending()
         for session, events, encoded in batches:
             for sub in list(session.subscribers):
@@ -72,8 +73,11 @@ class EventLog:
         waiting = [s for s in self.sessions.values() if s.unsaved]
         try:
             for session in waiting:
-                events = [e for e, _ in session.unsaved]
-                self.store.append_many(session.id, events, [t for _, t in session.unsaved], session.conversation)
+                if self._store_failed is not None:  # what could not be saved about it meanwhile (its conversation)
+                    self.store.save_session(session.record)
+                for number in dict.fromkeys(n for _, _, n in session.unsaved):
+                    part = [(e, t) for e, t, n in session.unsaved if n == number]
+                    self.store.append_many(session.id, [e for e, _ in part], [t for _, t in part], number)
             self.store.commit()
         except StoreError as exc:
             self._store_failure(str(exc))
@@ -127,7 +131,7 @@ class EventLog:
         if limit is not None:
             count = max(1, min(limit, count))
         max_bytes = self.app.replay_page_bytes
-        waiting = [e for e, _ in session.unsaved] + session.outbox
+        waiting = [e for e, _, n in session.unsaved if not current or n == session.conversation] + session.outbox
         if before is not None:
             newer = [e for e in waiting if e["seq"] < before][-count:]  # newer than anything stored
             below = newer[0]["seq"] if newer else before

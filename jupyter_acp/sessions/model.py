@@ -68,8 +68,8 @@ class NotebookSession:
         self.subscribers: set[Subscriber] = set()
         self.pending_permissions: dict[str, PendingPermission] = {}
         self.outbox: list[dict[str, Any]] = []
-        #: events (and their JSON) sent out but not yet in the store: only while the store fails
-        self.unsaved: list[tuple[dict[str, Any], str]] = []
+        #: events (their JSON, their conversation's number) sent out but not yet in the store: only while it fails
+        self.unsaved: list[tuple[dict[str, Any], str, int]] = []
         #: generation of the agent connection the ACP session lives in (None: must be (re)opened)
         self.acp_generation: int | None = None
         self.replaying = False
