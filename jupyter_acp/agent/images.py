@@ -51,12 +51,16 @@ def result_images(raw: Any) -> list[dict[str, Any]]:
 
 
 def without_image_data(raw: Any) -> Any:
-    """The raw result with each image's data replaced by a note (the image itself is in the content)."""
+    """The raw result with each image block replaced by a line of text (the image itself is in the update's
+    content: once, and no image block with its data cut that a client would show broken)."""
     content = raw.get("content") if isinstance(raw, dict) else None
     if not isinstance(content, list):
         return raw
     blocks = [
-        {**b, "data": f"[{image_size(b['data'])} bytes, shown as an image]"}
+        {
+            "type": "text",
+            "text": f"[{b.get('mimeType', 'image')} image, {image_size(b['data'])} bytes: shown in the card]",
+        }
         if isinstance(b, dict) and b.get("type") == "image" and isinstance(b.get("data"), str)
         else b
         for b in content

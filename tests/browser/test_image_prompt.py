@@ -179,3 +179,28 @@ def test_agent_without_images_disables_the_chip(ui):
     page.keyboard.press("Escape")
     expect(item).to_have_count(0)
     shot(ui, "chip-disabled")
+
+
+def test_a_plot_from_the_builtin_agents_tool_shows_in_its_card(ui):
+    """Issue 17 item 1: the built-in agent runs a cell that draws a plot; the plot is in the tool card."""
+    plot = base64.b64encode(plot_png()).decode()
+    source = (
+        f"from IPython.display import Image, display\nimport base64\ndisplay(Image(data=base64.b64decode('{plot}')))"
+    )
+    nb = ui.lab.notebook("toolplot.ipynb", [source], ids=["cell-run"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.pick_agent("builtin")
+    ui.widen_panel(200)
+    panel = ui.panel
+    ui.send("run the first cell")  # the fake model answers with client_execute_cells on cell-run
+    # the client's gate asks first (its own card), then the agent's card gets the result
+    asking = panel.locator(".jp-ACP-tool.jp-mod-asking")
+    asking.get_by_role("button", name=re.compile("^Allow once")).click(timeout=LONG)
+    card = panel.locator(".jp-ACP-tool", has_text="Run cell cell-run")
+    expect(card).to_have_attribute("data-status", "completed", timeout=LONG)
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("Done", timeout=LONG)
+    images = panel.locator(".jp-ACP-tool img")
+    expect(images).to_have_count(1)  # once: not again from the raw output, no broken image
+    assert images.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [320, 200]
+    shot(ui, "tool-card-plot")
