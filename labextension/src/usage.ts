@@ -80,12 +80,11 @@ export function decorateShortcuts(node: HTMLElement, commands: CommandRegistry |
       const target =
         buttons.find(b => b.dataset.optionKind === `${family}_once`) ??
         buttons.find(b => b.dataset.optionKind?.startsWith(family));
-      if (!keys || !target || target.querySelector('.jp-ACP-kbd')) {
+      if (!keys || !target || target.dataset.shortcut) {
         continue;
       }
-      const hint = el('kbd', 'jp-ACP-kbd', keys);
-      hint.setAttribute('aria-hidden', 'true');
-      target.append(' ', hint); // a space: the visible text reads "Allow once Alt+Shift+A", as the name does
+      // drawn by CSS (::after) from the attribute: the button's text stays the kind's short label
+      target.dataset.shortcut = keys;
       target.setAttribute('aria-keyshortcuts', ariaKeys(aria));
       // the accessible name holds the visible text, the shortcut included
       target.setAttribute('aria-label', `${target.getAttribute('aria-label') ?? target.textContent ?? ''} ${keys}`);

@@ -112,10 +112,23 @@ def test_keyboard_commands_and_accessibility(ui):
     card = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")
     allow = card.locator("button[data-option-kind=allow_once]")
     reject = card.locator("button[data-option-kind=reject_once]")
-    expect(allow.locator(".jp-ACP-kbd")).to_have_text("Alt+Shift+A")
-    expect(reject.locator(".jp-ACP-kbd")).to_have_text("Alt+Shift+R")
+    expect(allow).to_have_attribute("data-shortcut", "Alt+Shift+A")
+    expect(reject).to_have_attribute("data-shortcut", "Alt+Shift+R")
+    assert allow.evaluate("b => getComputedStyle(b, '::after').content") == '"Alt+Shift+A"'
     expect(allow).to_have_attribute("aria-keyshortcuts", "Alt+Shift+A")
     expect(panel.locator(".jp-ACP-tool", has_text="Read cell c1")).to_have_count(1)
+    # at the default 250 px the hints fit: short labels, each button at most two lines, nothing past the edge
+    shape = card.evaluate(
+        """c => { const row = c.querySelector('.jp-ACP-permissionOptions');
+                  const bs = [...row.querySelectorAll('button')];
+                  const line = parseFloat(getComputedStyle(bs[0]).lineHeight) || 18;
+                  return {over: row.scrollWidth - row.clientWidth, line, width: row.clientWidth,
+                          heights: bs.map(b => b.getBoundingClientRect().height),
+                          labels: bs.map(b => b.textContent)}; }"""
+    )
+    assert shape["over"] <= 1, shape
+    assert all(h < 2 * shape["line"] + 10 for h in shape["heights"]), shape
+    assert shape["labels"] == ["Allow once", "Reject"], shape
 
     # the focus ring is outside the button, and not the button's own colour
     box.focus()
