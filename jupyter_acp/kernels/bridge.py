@@ -10,6 +10,14 @@ behind a running cell).  The answer says which method was used.
 
 Every failure leaves here as ``KernelUnavailable`` or ``KernelTimeout`` with a reason naming what
 failed (a gateway that cannot be reached, a kernel the gateway no longer has, ...): never empty.
+
+Restarts and interrupts made in Jupyter (Kernel > Restart / Interrupt: jupyter_server's ``kernel_actions``
+events) are answered at once, not at a tool's timeout.  A local kernel's restart shows in its process; a
+gateway kernel's does not (no process here, no signals), and a kernel that cannot answer the restart's
+``shutdown_request`` (stopped, stuck in C code) never says it is going: so a gateway kernel's restart or
+shutdown fails what waits on it as soon as Jupyter reports it done.  An interrupt the kernel does not obey
+within ``INTERRUPT_GRACE`` s (C code that ignores SIGINT, a gateway kernel whose signal went nowhere) ends
+the waiting execution with an answer that says so, instead of waiting for the tool's timeout.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ PSEUDO_VARIABLES = {"special variables", "function variables", "class variables"
 HIDDEN_NAMES = _summarise_module.HIDDEN
 
 _SOURCE: str | None = None
+
+#: jupyter_server's events for kernel start, restart, interrupt and shutdown
+KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
+#: seconds an execution may run on after Kernel > Interrupt before the tool waiting on it is answered
+INTERRUPT_GRACE = 10.0
 
 
 def summariser_source() -> str:
@@ -66,6 +79,57 @@ class KernelBridge:
         self._languages: dict[str, str | None] = {}
         self._spec_languages: dict[str, tuple[float, str | None]] = {}
         self._open_lock = asyncio.Lock()
+        #: executions running through ``execute``, by kernel id; and why one was ended early (interrupt grace)
+        self._executions: dict[str, set[asyncio.Task[dict[str, Any]]]] = {}
+        self._ended: dict[asyncio.Task[dict[str, Any]], str] = {}
+        self._grace: set[asyncio.Task[None]] = set()
+        self._listening = False
+        self._listen()
+
+    def _listen(self) -> None:
+        logger = getattr(self.serverapp, "event_logger", None)
+        if logger is None:
+            return
+        try:
+            logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
+            self._listening = True
+        except Exception as exc:  # an older server without the schema: restarts are noticed at the timeout
+            log.warning("jupyter_acp: kernel restarts and interrupts are not followed (%s)", exc)
+
+    async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+        """Kernel > Restart / Interrupt / Shut down, done by jupyter_server (any client of this server)."""
+        kernel_id, action = data.get("kernel_id"), data.get("action")
+        if not kernel_id or data.get("status") != "success":
+            return
+        conn = self._conns.get(kernel_id)
+        if action in ("restart", "shutdown") and conn is not None and conn.remote:
+            what = (
+                "the kernel was restarted (Kernel > Restart); its variables are gone. Run the cells it needs again"
+                if action == "restart"
+                else "the kernel was shut down; start a kernel for the notebook"
+            )
+            conn._lose(f"{what} ({self._where(conn.manager)})")
+            self._conns.pop(kernel_id, None)
+            self._track(asyncio.ensure_future(conn.close()))
+        elif action == "interrupt" and self._executions.get(kernel_id):
+            self._track(asyncio.ensure_future(self._after_interrupt(kernel_id)))
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._grace.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._grace.discard)
+
+    async def _after_interrupt(self, kernel_id: str) -> None:
+        """Executions still running ``INTERRUPT_GRACE`` s after an interrupt are answered, saying so."""
+        running = set(self._executions.get(kernel_id, ()))
+        await asyncio.sleep(INTERRUPT_GRACE)
+        for task in running:
+            if not task.done():
+                self._ended[task] = (
+                    f"the kernel was interrupted (Kernel > Interrupt) but was still running the code "
+                    f"{INTERRUPT_GRACE:g} s later ({self.where(kernel_id)}): it may be stuck in code that ignores "
+                    "interrupts; restart it (Kernel > Restart) to stop it"
+                )
+                task.cancel()
 
     @property
     def km(self) -> Any:
@@ -250,6 +314,12 @@ class KernelBridge:
             await conn.close()
 
     async def close(self) -> None:
+        if self._listening:
+            with contextlib.suppress(Exception):
+                self.serverapp.event_logger.remove_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
+            self._listening = False
+        for task in list(self._grace):
+            task.cancel()
         await asyncio.gather(*(self.drop(k) for k in list(self._conns)), return_exceptions=True)
 
     @contextlib.asynccontextmanager
@@ -323,14 +393,30 @@ class KernelBridge:
         """Run code on the kernel's main shell (see ``KernelConnection.execute``); interrupts on timeout."""
         async with self._answers("running code in the kernel", kernel_id):
             conn = await self.connection(kernel_id)
-            return await conn.execute(
-                code,
-                on_iopub=on_iopub,
-                interrupt=lambda: self.interrupt(kernel_id),
-                timeout=timeout,
-                store_history=store_history,
-                on_start=on_start,
+            task = asyncio.ensure_future(
+                conn.execute(
+                    code,
+                    on_iopub=on_iopub,
+                    interrupt=lambda: self.interrupt(kernel_id),
+                    timeout=timeout,
+                    store_history=store_history,
+                    on_start=on_start,
+                )
             )
+            running = self._executions.setdefault(kernel_id, set())
+            running.add(task)
+            try:
+                return await task
+            except asyncio.CancelledError:
+                why = self._ended.pop(task, None)
+                if why is None:  # our caller was cancelled (awaiting the task cancelled it too)
+                    raise
+                raise KernelTimeout(why) from None
+            finally:
+                running.discard(task)
+                self._ended.pop(task, None)
+                if not running:
+                    self._executions.pop(kernel_id, None)
 
     async def run_code(self, kernel_id: str, code: str, *, timeout: float = 60.0) -> dict[str, Any]:
         """Run code (not stored in history or the notebook); collect outputs until idle."""

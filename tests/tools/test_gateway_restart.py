@@ -1,0 +1,95 @@
+"""Issue 15: a gateway kernel restarted or interrupted from Jupyter while a tool waits on it is answered when
+Jupyter has done it, not at the tool's timeout.
+
+The kernel is made unresponsive the way a stuck kernel is (SIGSTOP: it answers neither the restart's
+``shutdown_request`` nor SIGINT), so it never says it is going: the gateway kills it after its shutdown wait
+and starts a new one, and nothing of that reaches the old kernel's client.  Before the fix the tool waited
+for its timeout and then answered "timeout ... the kernel was interrupted".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from .helpers import text
+
+GATEWAY = pytest.mark.parametrize("kernel_mode", ["gateway"], indirect=True)
+#: the tool's own timeout: the answer must come long before it
+TOOL_TIMEOUT = 90
+
+
+async def stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway, name: str):
+    """A running client_execute_cells on a gateway kernel that then stops answering (SIGSTOP)."""
+    path = make_notebook(f"gw/{name}.ipynb", ["b = 2", "import time\ntime.sleep(100)"])
+    kid = await start_kernel(path)
+    ctx = await tool_ctx(path)
+    ids = [c["id"] for c in (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"]]
+    assert not (await call(ctx, "client_execute_cells", {"cell_ids": [ids[0]]}))["isError"]
+    running = asyncio.ensure_future(call(ctx, "client_execute_cells", {"cell_ids": [ids[1]], "timeout": TOOL_TIMEOUT}))
+    await asyncio.sleep(1.0)
+    pid = kernel_gateway.kernel_pid(kid)
+    assert pid, "the gateway's kernel process was not found"
+    os.kill(pid, signal.SIGSTOP)
+    return kid, ctx, pid, running
+
+
+@GATEWAY
+async def test_a_restart_of_a_stuck_gateway_kernel_is_answered(
+    make_notebook, start_kernel, tool_ctx, call, jp_fetch, kernel_gateway
+):
+    kid, ctx, pid, running = await stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway, "restart")
+    t0 = time.monotonic()
+    await jp_fetch("api", "kernels", kid, "restart", method="POST", body="{}")
+    restarted = time.monotonic() - t0
+    res = await asyncio.wait_for(running, TOOL_TIMEOUT + 30)
+    answered = time.monotonic() - t0
+    assert res["isError"] and "restarted" in text(res) and "gateway" in text(res), res
+    assert answered < restarted + 3, (
+        f"answered {answered:.1f} s after the restart began (the restart took {restarted:.1f} s)"
+    )
+
+    # the tools then work on the new kernel, whose variables are gone
+    async def fresh():
+        res = await call(ctx, "client_execute_code", {"code": "print('back')", "timeout": 10})
+        return "back" in text(res)
+
+    deadline = time.monotonic() + 30
+    while not await fresh():
+        assert time.monotonic() < deadline, "the tools never reached the restarted kernel"
+        await asyncio.sleep(0.5)
+    res = await call(ctx, "client_inspect_variable", {"name": "b"})
+    assert res["isError"] and "not defined" in text(res), res
+
+
+@GATEWAY
+async def test_an_interrupt_the_kernel_does_not_obey_is_answered(
+    make_notebook, start_kernel, tool_ctx, call, jp_fetch, kernel_gateway
+):
+    from jupyter_acp.kernels.bridge import INTERRUPT_GRACE
+
+    kid, ctx, pid, running = await stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway, "interrupt")
+    try:
+        t0 = time.monotonic()
+        await jp_fetch("api", "kernels", kid, "interrupt", method="POST", body="{}")
+        res = await asyncio.wait_for(running, TOOL_TIMEOUT + 30)
+        answered = time.monotonic() - t0
+        body = text(res)
+        assert res["isError"] and "interrupted" in body and "Kernel > Restart" in body and "gateway" in body, res
+        assert answered < INTERRUPT_GRACE + 5, f"answered only after {answered:.1f} s"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # the kernel, itself again, obeys the next interrupt (the one it got while stopped went nowhere), and the
+    # tools then run on it: the cell that was ended early left the connection usable
+    await jp_fetch("api", "kernels", kid, "interrupt", method="POST", body="{}")
+    deadline = time.monotonic() + 30
+    while True:  # the first may be aborted (the interrupted cell's error stops what was queued behind it)
+        res = await call(ctx, "client_execute_code", {"code": "print(b * 21)", "timeout": 20})
+        if "42" in text(res) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert "42" in text(res), res
