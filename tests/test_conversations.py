@@ -24,12 +24,13 @@ pytestmark = pytest.mark.timeout(120)
 #: an agent that lists its own past sessions (``session/list``) and resumes any id
 LIST_AGENT = """
 import asyncio
+import sys
 from jupyter_acp.testing import agents as a
 
 class ListAgent(a.ScriptedAgent):
     async def on_initialize(self, params):
         result = await super().on_initialize(params)
-        result["agentCapabilities"]["sessionCapabilities"] = {"resume": {}, "list": {}}
+        result["agentCapabilities"].setdefault("sessionCapabilities", {})["list"] = {}
         return result
 
     async def on_session_list(self, params):
@@ -39,7 +40,7 @@ class ListAgent(a.ScriptedAgent):
         ]}
 
 async def main():
-    args = a.parse_args(["resumable"])
+    args = a.parse_args(sys.argv[1:])  # resumable or loadable
     conn = await a.serve_stdio(lambda c: ListAgent(c, args), max_frame_bytes=1 << 26)
     await conn.wait_closed()
 
@@ -53,7 +54,8 @@ def acp_agents(tmp_path) -> dict[str, Any]:
     script.write_text(LIST_AGENT)
     return {
         "resumable": scripted("resumable"),
-        "lister": {"command": sys.executable, "args": [str(script)], "title": "lists its sessions"},
+        "lister": {"command": sys.executable, "args": [str(script), "resumable"], "title": "lists its sessions"},
+        "lister_load": {"command": sys.executable, "args": [str(script), "loadable"], "title": "lists and loads"},
     }
 
 
@@ -322,3 +324,24 @@ def test_an_older_store_is_split_at_its_reset_markers(tmp_path):
         assert any("1 earlier conversations" in n for n in store.notices), store.notices
     finally:
         store.close()
+
+
+async def test_an_adopted_agent_session_keeps_what_session_load_replays(api, make_notebook):
+    """Our transcript has nothing of the agent's own session: what session/load replays of it is recorded
+    (unlike a conversation of ours, whose replay is dropped as a duplicate)."""
+    s = await api.open(make_notebook("nb.ipynb"), "lister_load")
+    await ask(api, s["id"], "hello")
+    await api.call("POST", "sessions", s["id"], "conversations", "agent:past_1", "resume")
+    events = await ask(api, s["id"], "go on")
+    ready = [e for e in events if e["type"] == "session_ready"]
+    assert ready[-1]["acp_session_id"] == "past_1" and ready[-1]["how"] == "loaded", ready
+    current = next(c for c in await api.call("GET", "sessions", s["id"], "conversations") if c["current"])
+    adopted = await api.call("GET", "sessions", s["id"], "conversations", current["id"], "events")
+    replayed = [e for e in adopted if e["type"] == "session_update" and "replayed history" in json.dumps(e)]
+    assert len(replayed) == 1 and replayed[0]["seq"] < next(e["seq"] for e in adopted if e["type"] == "turn_started")
+    # our own conversation, resumed with session/load, does not get the replay a second time
+    first = next(c for c in await api.call("GET", "sessions", s["id"], "conversations") if not c["current"])
+    await api.call("POST", "sessions", s["id"], "conversations", first["id"], "resume")
+    await ask(api, s["id"], "back again")
+    mine = await api.call("GET", "sessions", s["id"], "conversations", first["id"], "events")
+    assert not [e for e in mine if "replayed history" in json.dumps(e)], mine

@@ -173,7 +173,8 @@ class AgentSessions:
                 except RpcError as exc:
                     log.info("resume of %s failed: %s", previous, exc)
             if how == "new" and previous and conn.supports_load:
-                session.replaying = True  # the agent replays history we already have
+                # the agent replays history we already have (not one taken over from its own list: that we keep)
+                session.replaying = not session.adopted
                 try:
                     result = await conn.request(
                         "session/load", {"sessionId": previous, "cwd": session.cwd, "mcpServers": mcp_servers}
@@ -193,6 +194,7 @@ class AgentSessions:
                 self._by_acp[(session.agent, result["sessionId"])] = session
                 self._save(session.record)
             session.acp_generation = conn.generation
+            session.adopted = False
             if how == "new":
                 session.primed = False
             if isinstance(result, dict):

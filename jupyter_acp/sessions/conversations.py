@@ -242,6 +242,7 @@ class Conversations:
         except StoreError as exc:
             raise HubError(f"the conversation could not be saved: {exc}", 503) from None
         self._enter_conversation(session, number, acp_id)
+        session.adopted = True  # what session/load replays of it is recorded: we have none of it
         self.emit(
             session,
             "notice",
@@ -250,7 +251,10 @@ class Conversations:
             conversation_id=cid,
             text=f"resumed the agent's own session {acp_id}" + (f": “{found['title'][:80]}”" if found["title"] else ""),
         )
-        return await self.open_session(session.notebook, session.agent)
+        session = await self.open_session(session.notebook, session.agent)
+        if session.setup_task is not None:  # what session/load replays comes before the next prompt, not in its turn
+            await asyncio.wait({session.setup_task}, timeout=self.app.agent_start_timeout)
+        return session
 
     async def new_conversation(self, session: NotebookSession) -> None:
         """A reset: the current conversation ends (kept, listed), the next one starts with the next event."""

@@ -81,6 +81,8 @@ class NotebookSession:
         self.always_allowed: set[str] = set()
         #: the agent lost the conversation: the next prompt carries the recent history
         self.reseed = False
+        #: the conversation is one of the agent's own past sessions, taken over: its replay (session/load) is kept
+        self.adopted = False
         #: channels carrying the tools to this session's agent, and whether it was told about them
         self.channels: frozenset[str] = frozenset()
         self.primed = False
