@@ -66,3 +66,20 @@ def without_image_data(raw: Any) -> Any:
         for b in content
     ]
     return {**raw, "content": blocks}
+
+
+def text_only(messages: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
+    """The conversation for a model without vision: image parts (of an earlier model's turns) become notes."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            parts = [
+                str(p.get("text", ""))
+                if isinstance(p, dict) and p.get("type") == "text"
+                else f"[an image; not shown: {model} does not take images]"
+                for p in content
+            ]
+            m = {**m, "content": "\n".join(parts)}
+        out.append(m)
+    return out

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .images import image_parts, result_images, user_message, without_image_data
+from .images import image_parts, result_images, text_only, user_message, without_image_data
 from .tools import Tool, ToolResult, cap_value, plan_entries
 from .usage import session_vision, usage_update
 
@@ -131,7 +131,7 @@ async def run_turn(
             turn.partial_text = ""
             stream = await litellm.acompletion(
                 model=sess.model,
-                messages=[system, *sess.messages],
+                messages=[system, *(sess.messages if vision else text_only(sess.messages, sess.model))],
                 stream=True,
                 timeout=agent.args.model_timeout,
                 **kwargs,

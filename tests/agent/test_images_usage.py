@@ -69,7 +69,7 @@ def world(tmp_path_factory):
         loop,
         AgentClient.start(
             *["--model", "openai/gpt-4o-mini", "--api-base", model.url, "--api-key", "sk-fake"],
-            *["--max-turn-requests", "3"],
+            *["--max-turn-requests", "3", "--models", "openai/gpt-4o-mini,openai/fake"],
             env={"JUPYTER_ACP_AGENT_STATE_DIR": str(base / "state")},
             initialize=initialize_params({"discovery": "meta", "tools": TOOLS}),
         ),
@@ -104,6 +104,27 @@ def test_image_prompt_reaches_the_model_as_an_image_url(world):
     assert user["role"] == "user"
     assert images_of(user) == [f"data:image/png;base64,{PNG}"]
     assert user["content"][0] == {"type": "text", "text": "what is this?"}
+
+
+def test_a_model_without_vision_reads_notes_instead(world):
+    """Switched to a model litellm knows no vision for: the images (new and earlier) become notes for it."""
+    loop, model, agent, cwd, _ = world
+    sid = run(loop, agent.new_session(cwd))["sessionId"]
+    image = {"type": "image", "mimeType": "image/png", "data": PNG}
+    run(loop, agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "a"}, image]}))
+    assert images_of(model.requests[-1]["messages"][-1])
+    run(
+        loop,
+        agent.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "openai/fake"}),
+    )
+    run(loop, agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "b"}, image]}))
+    sent = model.requests[-1]
+    assert sent["model"] == "fake"
+    assert not any(images_of(m) for m in sent["messages"])
+    texts = [m["content"] for m in sent["messages"] if m["role"] == "user"]
+    assert texts[0] == "a\n[an image; not shown: openai/fake does not take images]"
+    size = len(base64.b64decode(PNG))
+    assert texts[1] == f"b\n[image: image/png, {size} bytes; not shown: openai/fake does not take images]"
 
 
 def test_a_bad_image_is_refused_with_the_rule(world):
