@@ -73,6 +73,17 @@ PASTE = """([box, b64]) => {
 }"""
 
 
+DROP = """([zone, b64]) => {
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const dt = new DataTransfer();
+  dt.items.add(new File([bytes], 'chart.png', { type: 'image/png' }));
+  zone.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  const drop = new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true });
+  zone.dispatchEvent(drop);
+  return drop.defaultPrevented;
+}"""
+
+
 def notebook_with_plot(ui, name: str) -> str:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -121,12 +132,13 @@ def test_paste_attach_plot_and_thumbnails(ui):
     box.fill("What do these show?")
     shot(ui, "image-tray")
 
-    # a thumbnail can be removed, and attached again
-    thumbs.nth(1).locator(".jp-ACP-imageRemove").click()
-    expect(thumbs).to_have_count(1)
-    page.locator(".jp-OutputArea-output img").first.click(button="right")
-    page.locator(".lm-Menu-itemLabel", has_text="Attach to Agent Prompt").click()
-    expect(thumbs).to_have_count(2, timeout=LONG)
+    # a dropped image joins them; a thumbnail can be removed
+    composer = panel.locator(".jp-ACP-composer")
+    assert page.evaluate(DROP, [composer.element_handle(), base64.b64encode(plot_png()).decode()])
+    expect(thumbs).to_have_count(3, timeout=LONG)
+    expect(thumbs.nth(2)).to_have_attribute("title", re.compile(r"dropped chart\.png: PNG, 320×200"))
+    thumbs.nth(2).locator(".jp-ACP-imageRemove").click()
+    expect(thumbs).to_have_count(2)
 
     box.press("Enter")
     expect(thumbs).to_have_count(0)
