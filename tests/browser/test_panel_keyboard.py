@@ -5,8 +5,8 @@
   notebook, with the sidebar collapsed), allow / reject the pending request (Alt+Shift+A / Alt+Shift+R,
   shown on the card's buttons), stop (Alt+Shift+S), new conversation (Alt+Shift+N).
 * Focus rings drawn outside the button, in a colour that is not the button's own.
-* axe-core (the labextension's devDependency) over the panel with a conversation, a tool card and a
-  permission card, light and dark: no serious or critical violation inside the panel.
+* axe-core (the labextension's devDependency) over the panel with a conversation, the usage meter, a
+  tool card and a permission card, light and dark: no serious or critical violation inside the panel.
 """
 
 from __future__ import annotations
@@ -107,7 +107,10 @@ def test_keyboard_commands_and_accessibility(ui):
     expect(panel).to_be_visible()
     expect(box).to_be_focused()
 
-    # a tool card and a permission card; the card's buttons show their shortcuts
+    # the usage meter, a tool card and a permission card; the card's buttons show their shortcuts
+    ui.send("usage")
+    last_answer(ui, "Counted.")
+    expect(panel.locator(".jp-ACP-usage [role=meter]")).to_have_attribute("aria-valuenow", "27")
     ask(ui)
     card = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")
     allow = card.locator("button[data-option-kind=allow_once]")
