@@ -82,6 +82,7 @@ class KernelBridge:
         #: executions running through ``execute``, by kernel id; and why one was ended early (interrupt grace)
         self._executions: dict[str, set[asyncio.Task[dict[str, Any]]]] = {}
         self._ended: dict[asyncio.Task[dict[str, Any]], str] = {}
+        self._began: dict[asyncio.Task[dict[str, Any]], dict[str, bool]] = {}
         self._grace: set[asyncio.Task[None]] = set()
         self._listening = False
         self._listen()
@@ -119,8 +120,9 @@ class KernelBridge:
         task.add_done_callback(self._grace.discard)
 
     async def _after_interrupt(self, kernel_id: str) -> None:
-        """Executions still running ``INTERRUPT_GRACE`` s after an interrupt are answered, saying so."""
-        running = set(self._executions.get(kernel_id, ()))
+        """Executions the kernel was running when it was interrupted and still runs ``INTERRUPT_GRACE`` s later
+        are answered, saying so (one still waiting its turn behind the interrupted cell is not concerned)."""
+        running = {t for t in self._executions.get(kernel_id, ()) if self._began.get(t, {}).get("yes")}
         await asyncio.sleep(INTERRUPT_GRACE)
         for task in running:
             if not task.done():
@@ -393,16 +395,24 @@ class KernelBridge:
         """Run code on the kernel's main shell (see ``KernelConnection.execute``); interrupts on timeout."""
         async with self._answers("running code in the kernel", kernel_id):
             conn = await self.connection(kernel_id)
+            began: dict[str, bool] = {}
+
+            def watch(msg: dict[str, Any]) -> None:
+                if msg.get("msg_type") == "execute_input":  # the kernel runs it (it no longer waits its turn)
+                    began["yes"] = True
+                on_iopub(msg)
+
             task = asyncio.ensure_future(
                 conn.execute(
                     code,
-                    on_iopub=on_iopub,
+                    on_iopub=watch,
                     interrupt=lambda: self.interrupt(kernel_id),
                     timeout=timeout,
                     store_history=store_history,
                     on_start=on_start,
                 )
             )
+            self._began[task] = began
             running = self._executions.setdefault(kernel_id, set())
             running.add(task)
             try:
@@ -415,6 +425,7 @@ class KernelBridge:
             finally:
                 running.discard(task)
                 self._ended.pop(task, None)
+                self._began.pop(task, None)
                 if not running:
                     self._executions.pop(kernel_id, None)
 

@@ -93,3 +93,26 @@ async def test_an_interrupt_the_kernel_does_not_obey_is_answered(
             break
         await asyncio.sleep(0.5)
     assert "42" in text(res), res
+
+
+@GATEWAY
+async def test_an_interrupt_ends_only_what_the_kernel_was_running(
+    make_notebook, start_kernel, tool_ctx, call, jp_fetch
+):
+    """The execution that waited its turn behind the interrupted cell then runs as long as it needs."""
+    from jupyter_acp.kernels.bridge import INTERRUPT_GRACE
+
+    long = INTERRUPT_GRACE + 4
+    path = make_notebook("gw/queued.ipynb", ["import time\ntime.sleep(100)", f"time.sleep({long:g})\nprint('done')"])
+    kid = await start_kernel(path)
+    ctx = await tool_ctx(path)
+    ids = [c["id"] for c in (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"]]
+    first = asyncio.ensure_future(call(ctx, "client_execute_cells", {"cell_ids": [ids[0]], "timeout": TOOL_TIMEOUT}))
+    await asyncio.sleep(1.5)
+    second = asyncio.ensure_future(call(ctx, "client_execute_cells", {"cell_ids": [ids[1]], "timeout": TOOL_TIMEOUT}))
+    await asyncio.sleep(0.5)
+    await jp_fetch("api", "kernels", kid, "interrupt", method="POST", body="{}")
+    res = await asyncio.wait_for(first, 20)
+    assert "KeyboardInterrupt" in text(res), res
+    res = await asyncio.wait_for(second, TOOL_TIMEOUT)
+    assert not res["isError"] and "done" in text(res), res
