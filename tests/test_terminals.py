@@ -175,6 +175,23 @@ async def test_kill_keeps_the_id_and_the_terminal_is_a_jupyter_terminal(api, mak
     assert outputs(events)[0]["name"] == names[0]
 
 
+async def test_exit_codes_are_the_commands_own(api, make_notebook):
+    """terminado hangs a terminal up (SIGHUP) when its process is not gone 0.1 s after the terminal's end: a command
+    that lets go of its terminal before it exits (coreutils close stdout first; here, deliberately, 0.3 s before)
+    came back as killed by SIGHUP, and was. The exit code is now the command's own."""
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    late = "import os, sys, time; [os.close(fd) for fd in (0, 1, 2)]; time.sleep(0.3); sys.exit({})"
+    actions: list[dict[str, Any]] = []
+    for i in range(3):
+        command = create(sys.executable, name=f"t{i}", args=["-c", late.format(i)])
+        actions += [command, term("wait_for_exit", f"t{i}"), term("release", f"t{i}")]
+    actions += [create("touch", name="touch", args=["made"]), term("wait_for_exit", "touch")]
+    results, _ = await run(api, s["id"], actions, timeout=60)
+    codes = [r["ok"] for r in results[1:9:3]]
+    assert codes == [{"exitCode": i, "signal": None} for i in range(3)]
+    assert results[-1]["ok"] == {"exitCode": 0, "signal": None}
+
+
 # -- the gate: ask, auto, deny -------------------------------------------------------------------------
 class TestAsk:
     @pytest.fixture
@@ -194,13 +211,20 @@ class TestAsk:
         results, events = await run(
             api, s["id"], [create("touch", args=[str(marker)]), term("wait_for_exit")], answer=answer
         )
-        assert results[1]["ok"]["exitCode"] == 0 and marker.exists()
+        assert results[1]["ok"]["exitCode"] == 0 and marker.exists(), results
         (card,) = seen
         assert card["source"] == "client" and card["tool_call"]["kind"] == "execute"
         assert card["tool_call"]["rawInput"]["command"] == "touch"
         assert card["tool_call"]["rawInput"]["args"] == [str(marker)]
         shown = card["tool_call"]["content"][0]["content"]["text"]
         assert f"$ touch {marker}" in shown and "in " in shown
+        # once allowed and started, the card says so (not "pending" until the turn ends)
+        settled = [
+            e["update"]["status"]
+            for e in events
+            if e["type"] == "session_update" and e["update"].get("toolCallId") == card["tool_call"]["toolCallId"]
+        ]
+        assert settled == ["completed"]
 
     async def test_rejected_never_runs(self, api, make_notebook, manager, tmp_path):
         s = await api.open(make_notebook("nb.ipynb"), "hostile")

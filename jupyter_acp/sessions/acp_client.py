@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import shlex
 from typing import TYPE_CHECKING, Any, cast
 
@@ -165,8 +166,11 @@ class ClientEndpoint:
         """``terminal/create``: checked, shown to the user (command, args, cwd) unless policy says, then started."""
         session = self._session(params.get("sessionId"))
         terminals = self.hub.terminals
-        shown = {k: params.get(k) for k in ("command", "args", "cwd", "env", "outputByteLimit") if k in params}
+        shown: dict[str, Any] = {
+            k: params.get(k) for k in ("command", "args", "cwd", "env", "outputByteLimit") if k in params
+        }
         action = Action(TERMINAL_CREATE, TERMINAL_CREATE, shown, "acp")
+        card = f"client-terminal-{secrets.token_hex(8)}"
         try:
             plan = terminals.plan(session, params)  # refused plans never reach the user as a question
             line = shlex.join([plan["command"], *plan["args"]]) if plan["args"] else plan["command"]
@@ -181,13 +185,24 @@ class ClientEndpoint:
                 kind="execute",
                 destructive=True,
                 preview=preview,
+                card_id=card,
             )
         except TerminalRefused as exc:
             self.hub.gate.audit(session, action, "refused", exc.rule, str(exc))
+            self._settle_card(session, card, "failed")
             raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
         except Refused as exc:
+            self.hub.gate.shown_cards.discard(card)  # rejected or cancelled: the card says so itself
             raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
+        self._settle_card(session, card, "completed")
         return {"terminalId": terminal.id}
+
+    def _settle_card(self, session: NotebookSession, card: str, status: str) -> None:
+        """The card the user allowed a command on says whether it started (not 'pending' until the turn ends)."""
+        if card in self.hub.gate.shown_cards:
+            self.hub.gate.shown_cards.discard(card)
+            update = {"sessionUpdate": "tool_call_update", "toolCallId": card, "status": status}
+            self.hub.emit(session, "session_update", update=update)
 
     async def _terminal(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """``terminal/output|wait_for_exit|kill|release``: only on this session's own terminals."""

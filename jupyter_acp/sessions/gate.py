@@ -126,6 +126,8 @@ class Gate:
         self.hub = hub
         #: ``JupyterACPTools``: permission_policy, tool_policies
         self.settings = settings
+        #: cards shown with a caller's ``card_id`` that the caller has not reported on yet
+        self.shown_cards: set[str] = set()
 
     # -- policy ----------------------------------------------------------------------------------
     def policy(self, name: str, *, destructive: bool) -> tuple[str, str]:
@@ -173,8 +175,11 @@ class Gate:
         preview: str = "",
         destructive: bool = True,
         content: list[dict[str, Any]] | None = None,
+        card_id: str | None = None,
     ) -> str:
-        """Allow the action or raise :class:`Refused`; returns how it was allowed (for the audit)."""
+        """Allow the action or raise :class:`Refused`; returns how it was allowed (for the audit).
+
+        ``card_id``: the tool call id of the card the user is shown, when the caller reports on it afterwards."""
         self.refuse_by_policy(action, destructive=destructive)
         policy, rule = self.policy(action.name, destructive=destructive)
         if policy == "auto":
@@ -185,7 +190,7 @@ class Gate:
         if matched is not None:
             return f"the user allowed the agent's request {matched}"
         tool_call: dict[str, Any] = {
-            "toolCallId": f"client-{secrets.token_hex(8)}",
+            "toolCallId": card_id or f"client-{secrets.token_hex(8)}",
             "title": title,
             "kind": kind,
             "status": "pending",
@@ -196,6 +201,8 @@ class Gate:
             tool_call["content"] = content
         elif preview:
             tool_call["content"] = [{"type": "content", "content": {"type": "text", "text": preview}}]
+        if card_id:
+            self.shown_cards.add(card_id)
         outcome = await self.hub.ask_permission(session, tool_call, PERMISSION_OPTIONS, source="client")
         if outcome.get("outcome") == "selected":
             option = outcome.get("optionId")
@@ -365,12 +372,21 @@ class Gate:
         destructive: bool,
         preview: str = "",
         content: list[dict[str, Any]] | None = None,
+        card_id: str | None = None,
     ) -> Any:
-        """A power other than a tool (``fs/*``): turn, policy, approval, run, audit. Raises Refused."""
+        """A power other than a tool (``fs/*``, ``terminal/create``): turn, policy, approval, run, audit. Raises
+        Refused."""
         try:
             self.require_turn(session, action)
             how = await self.approve(
-                session, action, title=title, kind=kind, destructive=destructive, preview=preview, content=content
+                session,
+                action,
+                title=title,
+                kind=kind,
+                destructive=destructive,
+                preview=preview,
+                content=content,
+                card_id=card_id,
             )
         except Refused as refusal:
             self.audit(session, action, "refused", refusal.rule, str(refusal))

@@ -20,7 +20,9 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,10 @@ REPLAY_CHUNKS = 64
 TERMINAL_VARS = ("TERM", "COLUMNS", "LINES", "PYXTERM_DIMENSIONS")
 #: the longest command line (command and arguments) accepted
 MAX_COMMAND_CHARS = 64 * 1024
+#: the command runs under a small shell that writes its exit code to a file before it lets go of the terminal:
+#: terminado reads the end of a terminal before the process can be waited for and then hangs it up (SIGHUP) when
+#: it is not gone 0.1 s later, so a command that exited 0 could be reported as killed (seen in a third of runs)
+STATUS_WRAPPER = 'f=$1; shift; "$@"; s=$?; printf %s "$s" > "$f"; exit "$s"'
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
 
@@ -113,6 +119,8 @@ class AgentTerminal:
     killed: bool = False
     #: the Jupyter terminal (terminado's ``PtyWithClients``) while it runs
     pty: Any = None
+    #: where the wrapper writes the command's exit code
+    status_file: str = ""
     _pending: asyncio.TimerHandle | None = None
     _last_event: float = 0.0
     _partial: str = ""
@@ -152,6 +160,7 @@ class TerminalService:
     def __init__(self, hub: SessionHub) -> None:
         self.hub = hub
         self.terminals: dict[str, AgentTerminal] = {}
+        self._status_dir: str | None = None
 
     # -- settings ----------------------------------------------------------------------------------
     @property
@@ -285,24 +294,30 @@ class TerminalService:
         else:
             # a command line without arguments runs in a shell, as in a terminal (pipes, &&, globs)
             argv = [os.environ.get("SHELL") or "/bin/sh", "-c", command]
+        if self._status_dir is None:
+            self._status_dir = tempfile.mkdtemp(prefix="jupyter-acp-terminals-")  # 0700
+        terminal_id = "term_" + secrets.token_hex(8)
+        status_file = os.path.join(self._status_dir, terminal_id)
+        wrapped = ["/bin/sh", "-c", STATUS_WRAPPER, "sh", status_file, *argv]
         terminal = AgentTerminal(
-            id="term_" + secrets.token_hex(8),
+            id=terminal_id,
             session_id=session.id,
             name="",
             command=command,
             args=args,
             cwd=plan["cwd"],
             buffer=OutputBuffer(plan["outputByteLimit"]),
+            status_file=status_file,
         )
         try:
             if hasattr(manager, "create"):
                 model = manager.create(
-                    shell_command=argv, cwd=plan["cwd"], extra_env=self.environment(session, plan["env"])
+                    shell_command=wrapped, cwd=plan["cwd"], extra_env=self.environment(session, plan["env"])
                 )
                 name = model["name"]
             else:  # a bare terminado manager
                 name, _ = manager.new_named_terminal(
-                    shell_command=argv, cwd=plan["cwd"], extra_env=self.environment(session, plan["env"])
+                    shell_command=wrapped, cwd=plan["cwd"], extra_env=self.environment(session, plan["env"])
                 )
         except (FileNotFoundError, OSError) as exc:
             raise TerminalRefused(
@@ -406,6 +421,9 @@ class TerminalService:
             terminal.released = True
             self._cancel_pending(terminal)
         self.terminals.clear()
+        if self._status_dir is not None:
+            shutil.rmtree(self._status_dir, ignore_errors=True)
+            self._status_dir = None
 
     # -- what the terminal reports -------------------------------------------------------------------
     def _output(self, terminal: AgentTerminal, text: str) -> None:
@@ -426,6 +444,12 @@ class TerminalService:
         proc = getattr(terminal.pty, "ptyproc", None)
         code = getattr(proc, "exitstatus", None)
         sig = getattr(proc, "signalstatus", None)
+        try:
+            with open(terminal.status_file, encoding="ascii") as fh:
+                code, sig = int(fh.read().strip()), None  # the command's own exit code (128+N: killed by N)
+            os.unlink(terminal.status_file)
+        except (OSError, ValueError):
+            pass  # the wrapper itself was stopped (kill): the terminal's status says how
         name = None
         if isinstance(sig, int):
             try:

@@ -162,8 +162,9 @@ class HostileAgent:
         a = self._subst(a, sid)
         do = a.get("do")
         if do == "terminal":
-            params = {"sessionId": sid, **(a.get("params") or {})}
-            answer = await self.conn.request(f"terminal/{a.get('method')}", params)
+            answer = await self.conn.request(
+                f"terminal/{a.get('method')}", {"sessionId": sid, **(a.get("params") or {})}
+            )
             if a.get("as") and isinstance(answer, dict):
                 self.vars[str(a["as"])] = answer.get("terminalId")
             return answer
