@@ -249,7 +249,7 @@ def test_layout_at_250_and_1100_px(ui):
     # "Include" attaches only a cell with something in it, and its tooltip previews what goes
     cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
     cells.nth(1).click()
-    chip = panel.locator(".jp-ACP-chip")
+    chip = panel.locator(".jp-ACP-chip:not(.jp-ACP-imageChip)")
     expect(chip).to_have_class(re.compile("jp-mod-empty"))
     expect(chip).not_to_contain_text("Cell 2")
     cells.nth(0).click()
