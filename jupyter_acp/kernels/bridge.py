@@ -421,7 +421,8 @@ class KernelBridge:
                 why = self._ended.pop(task, None)
                 if why is None:  # our caller was cancelled (awaiting the task cancelled it too)
                     raise
-                raise KernelTimeout(why) from None
+                # not KernelTimeout: callers read that as "the kernel never got the code"; it did, and is stuck
+                raise KernelUnavailable(why) from None
             finally:
                 running.discard(task)
                 self._ended.pop(task, None)

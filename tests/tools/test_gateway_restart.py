@@ -80,6 +80,7 @@ async def test_an_interrupt_the_kernel_does_not_obey_is_answered(
         answered = time.monotonic() - t0
         body = text(res)
         assert res["isError"] and "interrupted" in body and "Kernel > Restart" in body and "gateway" in body, res
+        assert "not run" not in body, res  # it did run, and is stuck
         assert answered < INTERRUPT_GRACE + 5, f"answered only after {answered:.1f} s"
     finally:
         os.kill(pid, signal.SIGCONT)
