@@ -334,7 +334,7 @@ def handlers() -> list[tuple[str, Any]]:
         (rf"/jupyter-acp/kernel/sessions/{sid}/events", EventsHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}/conversations", ConversationsHandler),
         (
-            rf"/jupyter-acp/kernel/sessions/{sid}/conversations/(?P<cid>[0-9a-f]{{32}})/events",
+            rf"/jupyter-acp/kernel/sessions/{sid}/conversations/(?P<cid>[^/]{{1,300}})/events",
             ConversationEventsHandler,
         ),
         (rf"/jupyter-acp/kernel/sessions/{sid}/cancel", CancelHandler),
