@@ -234,6 +234,41 @@ class TestAsk:
         await asyncio.sleep(0.5)
         assert not marker.exists() and not manager.terminals
 
+    async def test_a_command_allowed_on_the_agents_card_is_not_asked_twice(self, api, make_notebook):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        options = [
+            {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "no", "name": "No", "kind": "reject_once"},
+        ]
+
+        def permission(title: str, command: str) -> dict[str, Any]:
+            call = {
+                "toolCallId": f"call_{command[-6:]}",
+                "title": title,
+                "kind": "execute",
+                "rawInput": {"command": command},
+            }
+            return {"do": "permission", "toolCall": call, "options": options}
+
+        results, events = await run(
+            api,
+            s["id"],
+            [
+                permission("`echo agreed`", "echo agreed"),
+                create("echo agreed"),  # what the user allowed on the agent's card: not asked again
+                create("echo agreed", name="u"),  # the approval is used up: asked
+                permission("Read the README", "echo hidden"),  # allowed, but the card did not show the command
+                create("echo hidden", name="h"),  # asked
+            ],
+            answer=lambda ev: "allow_once" if ev["source"] == "agent" else "reject_once",
+        )
+        assert results[1]["ok"]["terminalId"].startswith("term_")
+        assert rule(results[2]) == "user_rejected" and rule(results[4]) == "user_rejected"
+        asked = [e["tool_call"]["rawInput"]["command"] for e in events if e["type"] == "permission_request"]
+        assert asked == ["echo agreed", "echo agreed", "echo hidden", "echo hidden"]  # agent, ours, agent, ours
+        allowed = [e for e in events if e["type"] == "audit" and e["decision"] == "allowed"]
+        assert len(allowed) == 1 and "the user allowed the agent's request" in allowed[0]["rule"]
+
 
 class TestDeny:
     @pytest.fixture

@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import secrets
+import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,8 @@ class SeenCall:
 
     names: set[str] = field(default_factory=set)
     digests: set[str] = field(default_factory=set)
+    #: the command lines it showed (``rawInput.command``): a ``terminal/create`` of exactly one of them was seen
+    commands: set[str] = field(default_factory=set)
 
     def add(self, tool_call: dict[str, Any]) -> None:
         for text in _name_sources(tool_call):
@@ -72,6 +75,44 @@ class SeenCall:
                     self.digests.add(digest(args))
             except (TypeError, ValueError):
                 continue
+            for key in ("command", "cmd"):
+                # only a command line the card shows without a click (its title or its text) counts as seen
+                self.commands |= {c for c in command_lines(args.get(key)) if c in _visible_text(tool_call)}
+
+    def merge(self, other: SeenCall) -> None:
+        self.names |= other.names
+        self.digests |= other.digests
+        self.commands |= other.commands
+
+
+def _visible_text(tool_call: dict[str, Any]) -> str:
+    """What a card shows of a tool call before any click: its title and its text content."""
+    title = tool_call.get("title")
+    out: list[str] = [title if isinstance(title, str) else ""]
+    for item in tool_call.get("content") or []:
+        inner = item.get("content") if isinstance(item, dict) else None
+        if isinstance(inner, dict) and inner.get("type") == "text" and isinstance(inner.get("text"), str):
+            out.append(inner["text"])
+    return "\n".join(out)
+
+
+def command_lines(command: Any, args: Any = None) -> set[str]:
+    """The ways a command line is written: ``npm test``, ``['npm', 'test']``, ``['bash', '-lc', 'npm test']``."""
+    parts: list[str]
+    if isinstance(command, str) and not args:
+        return {command.strip()} if command.strip() and len(command) <= MAX_REMEMBERED_ARGS else set()
+    if isinstance(command, str) and isinstance(args, list):
+        parts = [command, *args]
+    elif isinstance(command, list):
+        parts = list(command)
+    else:
+        return set()
+    if not parts or not all(isinstance(p, str) for p in parts) or sum(map(len, parts)) > MAX_REMEMBERED_ARGS:
+        return set()
+    out = {shlex.join(parts), " ".join(parts)}
+    if len(parts) == 3 and parts[1] in ("-c", "-lc"):
+        out.add(parts[2].strip())  # a shell running one command line: the line is what the user read
+    return out
 
 
 @dataclass
@@ -245,11 +286,9 @@ class Gate:
         seen = SeenCall()
         call_id = tool_call.get("toolCallId")
         if isinstance(call_id, str) and call_id in turn.seen_calls:
-            known = turn.seen_calls[call_id]
-            seen.names |= known.names
-            seen.digests |= known.digests
+            seen.merge(turn.seen_calls[call_id])
         seen.add(tool_call)
-        if seen.names and seen.digests:
+        if (seen.names and seen.digests) or seen.commands:
             turn.agent_approvals.append(AgentApproval(request_id, seen))
 
     def _take_agent_approval(self, session: NotebookSession, action: Action) -> str | None:
@@ -265,9 +304,25 @@ class Gate:
                 if approval.seen.names & known.names and approval.seen.digests & known.digests:
                     approval.seen.names |= known.names
                     approval.seen.digests |= known.digests
+        if action.name == TERMINAL_CREATE:
+            return self._take_command_approval(session, action)
         wanted = action.digest
         for approval in list(turn.agent_approvals):
             if action.name in approval.seen.names and wanted in approval.seen.digests:
+                turn.agent_approvals.remove(approval)  # used up
+                return approval.request_id
+        return None
+
+    def _take_command_approval(self, session: NotebookSession, action: Action) -> str | None:
+        """A command the user allowed in the agent's own card runs without a second question: the same command
+        line, in the notebook's folder, with no variables of the agent's (what the agent's card did not show)."""
+        turn = session.turn
+        args = action.arguments
+        if turn is None or args.get("env") or args.get("cwd") not in (None, "", session.cwd):
+            return None
+        wanted = command_lines(args.get("command"), args.get("args"))
+        for approval in list(turn.agent_approvals):
+            if approval.seen.commands & wanted:
                 turn.agent_approvals.remove(approval)  # used up
                 return approval.request_id
         return None
