@@ -218,3 +218,56 @@ class TestUnreachableServer:
         assert res.status == "ok", res.text()
         assert "cannot be reached" in res.stderr and "runs inside this kernel" in res.stderr, res.text()
         assert "anybody there" in res.text()
+
+
+def hub_snippet() -> str:
+    """The single-user ``jupyter_server_config.py`` of ``docs/jupyterhub.md``."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "jupyterhub.md").read_text(encoding="utf-8")
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", doc, re.S)]
+    return next(b for b in blocks if "jupyter_server_config.py" in b)
+
+
+class TestTheHubSnippet:
+    """docs/jupyterhub.md's single-user config, run as a hub would run it, drives the gateway server."""
+
+    @pytest.fixture
+    def hub_config(self, gateway, jp_http_port, jp_base_url, monkeypatch):
+        from traitlets.config import Config
+
+        monkeypatch.setenv("JUPYTER_GATEWAY_URL", gateway.url)
+        monkeypatch.setenv("JUPYTERHUB_SERVICE_URL", f"http://0.0.0.0:{jp_http_port}{jp_base_url}")
+        monkeypatch.setenv("POD_IP", "127.0.0.1")
+        c = Config()
+        exec(compile(hub_snippet(), "docs/jupyterhub.md single-user snippet", "exec"), {"c": c})
+        return c
+
+    @pytest.fixture
+    def jp_server_config(self, jp_server_config, hub_config):
+        return {
+            **jp_server_config,
+            "GatewayClient": dict(hub_config.GatewayClient),
+            "JupyterACP": {
+                **jp_server_config["JupyterACP"],
+                "kernel_server_url": hub_config.JupyterACP.kernel_server_url,
+            },
+        }
+
+    async def test_the_snippet_configures_a_working_gateway_server(
+        self, hub_config, gw_kernel, make_notebook, acp_server, jp_http_port, jp_base_url
+    ):
+        from jupyter_acp.app import JupyterACP
+
+        acp = JupyterACP(config=hub_config)  # every JupyterACP setting of the snippet exists and takes its value
+        assert "codex" in acp.agents and acp.default_agent == "builtin"
+        expected = f"http://127.0.0.1:{jp_http_port}{jp_base_url}"
+        assert hub_config.JupyterACP.kernel_server_url == expected
+        k = await gw_kernel(make_notebook("gw/hub.ipynb"))
+        assert (await probe(k))["KERNEL_JUPYTER_ACP_URL"] == expected  # not the server's own "localhost" URL
+        res = await k.run("%acp status")
+        assert res.status == "ok" and "mode: server" in res.text() and "gw/hub.ipynb" in res.text(), res.text()
+        res = await k.run("%%acp echo\nfrom the hub's kernel")
+        assert res.status == "ok" and "from the hub's kernel" in res.final()["data"]["text/plain"], res.text()
