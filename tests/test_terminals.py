@@ -395,8 +395,11 @@ class TestHugeOutput:
         assert big["truncated"] is True and len(big["output"].encode()) <= 20_000 and big["output"].endswith("END")
         for t in hub.terminals.terminals.values():
             assert len(t.buffer.data) <= 20_000
-        # the events carry a bounded tail, not the output
+        # the events carry a bounded tail, not the output, at most five a second per terminal (plus its start and end)
         assert max(len(e["output"]) for e in outputs(events)) <= 4000
+        for tid in {e["terminalId"] for e in outputs(events)}:
+            mine = [e for e in outputs(events) if e["terminalId"] == tid]
+            assert len(mine) <= 3 + (mine[-1]["ts"] - mine[0]["ts"]) / 0.2, len(mine)
 
 
 async def test_env_has_no_server_token(api, make_notebook, jp_serverapp, monkeypatch):
@@ -438,6 +441,22 @@ async def test_terminals_end_with_a_reset(api, make_notebook, manager, hub):
     assert any(e["type"] == "notice" and e.get("phase") == "terminals_ended" for e in events)
     last = [e for e in outputs(events) if e["terminalId"] == tid][-1]
     assert last["released"] and last["exitStatus"] is not None
+
+
+class TestEviction:
+    @pytest.fixture
+    def acp_config(self):
+        return {"max_sessions_per_agent": 1}
+
+    async def test_terminals_end_when_the_agent_session_yields(self, api, make_notebook, hub):
+        a = await api.open(make_notebook("a.ipynb"), "hostile")
+        results, _ = await run(api, a["id"], [create("sleep 60")])
+        pid = hub.terminals.terminals[results[0]["ok"]["terminalId"]].pid
+        b = await api.open(make_notebook("b.ipynb"), "hostile")
+        await run(api, b["id"], [])  # a's agent session yields to b's (JupyterACP.max_sessions_per_agent = 1)
+        assert not process_alive(pid)
+        events = await api.events(a["id"])
+        assert any(e["type"] == "notice" and e.get("phase") == "terminals_ended" for e in events)
 
 
 async def test_terminals_end_with_the_agent(api, make_notebook, hub):

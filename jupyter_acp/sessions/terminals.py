@@ -40,8 +40,11 @@ DEFAULT_OUTPUT_BYTES = 1024 * 1024
 DEFAULT_MAX_TERMINALS = 8
 #: the tail of the output each ``terminal_output`` event carries (the card shows it; the agent reads the buffer)
 EVENT_TAIL_CHARS = 4000
-#: at most one ``terminal_output`` event per terminal this often (seconds)
+#: at most one ``terminal_output`` event per terminal this often (seconds); after its first ``SLOW_AFTER`` seconds a
+#: command that keeps printing is reported once a second (every event is stored in the transcript)
 EVENT_INTERVAL = 0.2
+SLOW_INTERVAL = 1.0
+SLOW_AFTER = 10.0
 #: chunks of terminado's own replay buffer kept (it keeps 1,000 of up to 64 KiB: bounded here too)
 REPLAY_CHUNKS = 64
 #: variables the terminal itself sets (its size and type): kept
@@ -121,6 +124,7 @@ class AgentTerminal:
     pty: Any = None
     #: where the wrapper writes the command's exit code
     status_file: str = ""
+    started: float = field(default_factory=time.monotonic)
     _pending: asyncio.TimerHandle | None = None
     _last_event: float = 0.0
     _partial: str = ""
@@ -474,7 +478,9 @@ class TerminalService:
             return
         if terminal._pending is not None:
             return
-        wait = terminal._last_event + EVENT_INTERVAL - time.monotonic()
+        now_ = time.monotonic()
+        interval = EVENT_INTERVAL if now_ - terminal.started < SLOW_AFTER else SLOW_INTERVAL
+        wait = terminal._last_event + interval - now_
         if wait <= 0:
             self._send(terminal)
         else:
