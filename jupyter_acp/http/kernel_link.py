@@ -55,7 +55,9 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
+import re
 import secrets
 from typing import Any
 
@@ -158,6 +160,22 @@ def hook_kernel_manager(app: JupyterACP) -> None:
     app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
 
 
+class RedactKernelTokens(logging.Filter):
+    """jupyter_server logs a gateway start request's arguments at INFO, ``env`` included: the kernel's token
+    is cut out of such records (the value of any ``*JUPYTER_ACP_TOKEN`` name)."""
+
+    PATTERN = re.compile(r"(JUPYTER_ACP_TOKEN['\"]?\s*[:=]\s*['\"]?)[0-9A-Za-z_\-]{16,}")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:
+            return True
+        if "JUPYTER_ACP_TOKEN" in text:
+            record.msg, record.args = self.PATTERN.sub(r"\1[redacted]", text), None
+        return True
+
+
 def hook_gateway_manager(app: JupyterACP, km: Any) -> None:
     """Give every kernel the server starts behind a gateway a token of its own, as ``KERNEL_*`` variables of its
     start request, registered for the id the gateway answers."""
@@ -184,6 +202,9 @@ def hook_gateway_manager(app: JupyterACP, km: Any) -> None:
     km.start_kernel = start_kernel
     km._acp_hooked = True
     app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
+    log = getattr(km, "log", None)
+    if isinstance(log, logging.Logger) and not any(isinstance(f, RedactKernelTokens) for f in log.filters):
+        log.addFilter(RedactKernelTokens())
     app.log.info(
         "jupyter_acp: gateway kernels get %s and their own token (%s); set c.JupyterACP.kernel_server_url "
         "to the address the gateway's kernels can reach",

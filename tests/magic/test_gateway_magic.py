@@ -130,7 +130,7 @@ async def refused(jp_fetch, *parts: str, **kwargs) -> str:
     return err.value.response.body.decode() if err.value.response else ""
 
 
-async def test_the_magic_in_a_gateway_kernel_uses_the_server(gw_kernel, make_notebook, acp_server, api):
+async def test_the_magic_in_a_gateway_kernel_uses_the_server(gw_kernel, make_notebook, acp_server, api, caplog):
     from jupyter_server.gateway.managers import GatewayMappingKernelManager
 
     assert isinstance(acp_server.kernel_manager, GatewayMappingKernelManager)
@@ -141,6 +141,9 @@ async def test_the_magic_in_a_gateway_kernel_uses_the_server(gw_kernel, make_not
     assert env.get("KERNEL_JUPYTER_ACP_URL") == app._acp_kernel_url, env
     assert len(env.get("KERNEL_JUPYTER_ACP_TOKEN", "")) >= 32, env
     assert set(env) == {"KERNEL_JUPYTER_ACP_URL", "KERNEL_JUPYTER_ACP_TOKEN"}, env
+    # jupyter_server logs a gateway start request's arguments, env included: never the kernel's token
+    assert "GatewayKernelManager started kernel" in caplog.text
+    assert env["KERNEL_JUPYTER_ACP_TOKEN"] not in caplog.text
 
     res = await k.run("%acp status")
     assert res.status == "ok", res.text()
