@@ -21,7 +21,7 @@ export function commandLine(state: ITerminalState): string {
 /** "running", "exit 0", "exit 3", "killed (SIGTERM)". */
 export function exitLabel(state: ITerminalState | undefined): string {
   if (!state) {
-    return 'starting';
+    return 'not a terminal of this client'; // an id the server never reported (another client's, or made up)
   }
   const status = state.exitStatus;
   if (!status) {
