@@ -273,6 +273,8 @@ async def send_usage(agent: BuiltinAgent, sess: Session, turn: Turn, litellm: An
         log.warning("usage could not be computed: %s", type(exc).__name__)
         return
     if update is not None:
+        if "cost" in update:
+            agent._save_meta(sess)  # the session's cost survives a restart (load / resume)
         await agent.send_update(sess, update, turn)
 
 

@@ -161,6 +161,7 @@ class SessionSetup:
                 mode=cast(str, mode),
                 model=str(meta.get("model") or self.args.model),
                 messages=messages,
+                cost=float(meta.get("cost") or 0) if isinstance(meta.get("cost"), (int, float)) else 0.0,
             )
             if cwd != meta.get("cwd"):
                 self.store.save_meta(sid, sess.meta())

@@ -49,7 +49,7 @@ class Session:
     turn_task: asyncio.Task[Any] | None = None
 
     def meta(self) -> dict[str, Any]:
-        return {"cwd": self.cwd, "mode": self.mode, "model": self.model}
+        return {"cwd": self.cwd, "mode": self.mode, "model": self.model, "cost": self.cost}
 
 
 class LitellmLoader:

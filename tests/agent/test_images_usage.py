@@ -159,6 +159,35 @@ def test_usage_update_after_each_model_call(world):
         schema.SessionNotification.model_validate({"sessionId": sid, "update": u})
 
 
+def test_the_session_cost_survives_a_restart(world, tmp_path):
+    loop, model, agent, cwd, _ = world
+    state = str(tmp_path / "state")
+    args = ["--model", "openai/gpt-4o-mini", "--api-base", model.url, "--api-key", "sk-fake"]
+
+    async def start() -> AgentClient:
+        return await AgentClient.start(
+            *args, env={"JUPYTER_ACP_AGENT_STATE_DIR": state}, initialize=initialize_params()
+        )
+
+    def total(client: AgentClient, sid: str) -> float:
+        return [u for u in client.updates[sid] if u["sessionUpdate"] == "usage_update"][-1]["cost"]["amount"]
+
+    first = run(loop, start())
+    control = run(loop, first.new_session(cwd))["sessionId"]  # the same two prompts without a restart
+    run(loop, first.prompt(control, "hello"))
+    run(loop, first.prompt(control, "hello again"))
+    sid = run(loop, first.new_session(cwd))["sessionId"]
+    run(loop, first.prompt(sid, "hello"))
+    spent = total(first, sid)
+    run(loop, first.close())
+    second = run(loop, start())
+    run(loop, second.request("session/resume", {"sessionId": sid, "cwd": cwd, "mcpServers": []}))
+    run(loop, second.prompt(sid, "hello again"))
+    again = total(second, sid)
+    assert spent > 0 and again == pytest.approx(total(first, control))  # the session's total, not this process's
+    run(loop, second.close())
+
+
 def test_tool_images_in_the_card_and_to_the_model(world):
     loop, model, agent, cwd, executed = world
     sid = run(loop, agent.new_session(cwd))["sessionId"]
