@@ -170,7 +170,9 @@ export class Composer {
         : 'Nothing to include: select text or a cell that is not empty. Click to stop including the selection.';
     this.chip.setAttribute(
       'aria-label',
-      on ? `Including ${label} with the prompt; click to leave it out` : 'Include the selection with the prompt'
+      on
+        ? `Include: ${label} (goes with the prompt; click to leave it out)`
+        : 'Include selection (click to send the selected cell or text with the prompt)'
     );
   }
 

@@ -41,13 +41,8 @@ def shot(ui, label: str, panel_only: bool = False) -> None:
     (ui.panel if panel_only else ui.page).screenshot(path=str(SCREENS / f"b3-{label}.png"))
 
 
-#: violations in files this test's brief does not own, each with the change asked of their owner
-KNOWN = {
-    # composer.ts: the Include chip's aria-label ("Including Cell 1 with the prompt; ...") does not contain
-    # its visible text ("✓ Include: Cell 1"); asked: aria-label = `Include: ${label} (with the prompt; ...)`
-    ("label-content-name-mismatch", ".jp-ACP-chip"),
-    ("label-content-name-mismatch", ".jp-mod-on"),
-}
+#: violations known and accepted, each with its reason (none today)
+KNOWN: set[tuple[str, str]] = set()
 
 
 def axe_violations(page) -> list[dict]:
