@@ -11,9 +11,9 @@ from typing import Any
 from .tools import McpConnection, Tool
 
 NO_MODEL_MESSAGE = (
-    "No model is configured for the built-in agent. Set JUPYTER_ACP_MODEL to a litellm model string "
-    "(for example `openai/gpt-4o-mini` with OPENAI_API_KEY, or `ollama/llama3` with OLLAMA_API_BASE) "
-    "and restart Jupyter, or pick the `echo` agent to try things out."
+    "No model is configured for the built-in agent. Set it in the Agent panel's form (a litellm model string such "
+    "as `openai/gpt-4o-mini` and its key; no restart needed), or set JUPYTER_ACP_MODEL (with OPENAI_API_KEY, or "
+    "`ollama/llama3` with OLLAMA_API_BASE) before starting Jupyter, or pick the `echo` agent to try things out."
 )
 
 MODES = [
