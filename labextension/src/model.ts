@@ -323,6 +323,8 @@ export class ChatModel {
   olderBefore: number | null = null;
   /** Events missing between two seqs (a reconnect after a long absence replays only the latest page). */
   gap: { after: number; before: number } | null = null;
+  /** Seq of the last notice that another conversation became current or one was deleted (the view replays). */
+  conversationChangedAt: number | null = null;
   /** Bumped when the items were rebuilt from all events (older ones merged in): the view re-syncs. */
   epoch = 0;
   /** Called after every applied batch; the view schedules a render. */
@@ -664,6 +666,9 @@ export class ChatModel {
         }
         if (e.phase === 'session_reset') {
           this.usage = null; // a new conversation: its context starts empty
+        }
+        if (e.phase === 'conversation_resumed' || e.phase === 'conversation_deleted') {
+          this.conversationChangedAt = seq;
         }
         this._add<INoticeItem>({
           kind: 'notice',

@@ -65,6 +65,8 @@ export class AgentPanel extends Widget {
   private _composer: Composer;
   /** The history menu: earlier conversations, read-only, resumed, deleted (history.ts). */
   private _history: HistoryMenu;
+  /** The session's last seq when each view was made: a conversation change after it (another tab) replays. */
+  private _bornAt = new WeakMap<SessionView, number>();
   /** The built-in agent's model form and an agent's login card (setup.ts). */
   private _setup: SetupCard;
 
@@ -361,6 +363,7 @@ export class AgentPanel extends Widget {
         const created = new SessionView(info, this.api, () => this._scheduleRender(created));
         view = created;
         this._views.set(info.id, view);
+        this._bornAt.set(view, info.last_seq);
         void view.refreshRevertible(() => this._scheduleRender(created));
       } else {
         view.info = info;
@@ -450,6 +453,12 @@ export class AgentPanel extends Widget {
   }
 
   private _render(view: SessionView): void {
+    const changed = view.model.conversationChangedAt;
+    if (changed !== null && changed > (this._bornAt.get(view) ?? Infinity)) {
+      this._bornAt.delete(view);
+      void this._reload(); // another conversation is current (resumed or deleted elsewhere): show it afresh
+      return;
+    }
     const stick = view.stick && !view.anchor;
     if (view.epoch !== view.model.epoch) {
       this._resync(view);

@@ -20,7 +20,7 @@ def shot(ui, label: str, full: bool = False) -> None:
     target.screenshot(path=str(SCREENS / f"b5-{label}.png"))
 
 
-def test_history_menu_lists_opens_resumes_and_deletes(ui):
+def test_history_menu_lists_opens_resumes_and_deletes(ui, second_ui):
     nb = ui.lab.notebook("history.ipynb", ["x = 1"])
     ui.open_lab(nb)
     ui.wait_ready("echo")
@@ -61,6 +61,14 @@ def test_history_menu_lists_opens_resumes_and_deletes(ui):
     expect(archive).to_be_hidden()
     expect(panel.get_by_label("Message to the agent")).to_be_visible()
 
+    # a second browser on the same notebook shows the current conversation (and follows a resume below)
+    b = second_ui
+    b.open_lab(nb)
+    b.wait_ready("echo")
+    other = b.panel.locator(".jp-ACP-body .jp-ACP-message")
+    expect(other.filter(has_text="pears")).to_have_count(1, timeout=LONG)
+    expect(other.filter(has_text="apples")).to_have_count(0)
+
     # resumed: the panel shows it (and only it) again, and the agent (which cannot reload it) is given its history
     history.click()
     items.nth(1).get_by_role("button", name="Make it the current conversation again").click()
@@ -68,6 +76,8 @@ def test_history_menu_lists_opens_resumes_and_deletes(ui):
     live = panel.locator(".jp-ACP-body .jp-ACP-message")
     expect(live.filter(has_text="apples")).to_have_count(1, timeout=LONG)
     expect(live.filter(has_text="pears")).to_have_count(0)
+    expect(other.filter(has_text="apples")).to_have_count(1, timeout=LONG)
+    expect(other.filter(has_text="pears")).to_have_count(0)
     ui.wait_ready("echo")
     ui.send("which fruit")
     expect(live.last).to_contain_text("User: tell me about apples", timeout=LONG)
