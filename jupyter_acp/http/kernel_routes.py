@@ -233,7 +233,7 @@ class EventsHandler(KernelHandler):
     @allow_unauthenticated
     async def get(self, session_id: str) -> None:
         """Events after ``after``; with ``wait``, held until at least one arrives (long poll).
-        ``?before=SEQ``: the newest page before SEQ instead (``%acp history``), never held."""
+        ``?before=SEQ``: the current conversation's newest page before SEQ instead (``%acp history``), never held."""
         self.check_secret()
         session = await self.own_session(session_id)
         try:
@@ -248,7 +248,10 @@ class EventsHandler(KernelHandler):
             if self.get_query_argument("after", None) is not None:
                 raise web.HTTPError(400, "give after (older to newer) or before (the newest before it), not both")
             self.send(
-                {"events": self.hub.events(session, 0, limit, before=before), "session": self.hub.describe(session)}
+                {
+                    "events": self.hub.events(session, 0, limit, before=before, current=True),
+                    "session": self.hub.describe(session),
+                }
             )
             return
         events = self.hub.events(session, after, limit)

@@ -171,7 +171,7 @@ def _history_one(magics: Any, session: dict[str, Any], n: int) -> None:
 
 
 def cmd_history(magics: Any, rest: str = "") -> None:
-    """The latest page of the conversation (what the agent remembers: from the last reset on); ``--all``: the
+    """The latest page of the current conversation (what the agent remembers); ``--all``: the
     notebook's conversations; ``N``: conversation N of that list."""
     arg = rest.strip()
     if arg and arg != "--all" and not arg.isdigit():
@@ -183,8 +183,6 @@ def cmd_history(magics: Any, rest: str = "") -> None:
         return _history_all(magics, session)
     if arg:
         return _history_one(magics, session, int(arg))
-    if session is None:
-        return magics.show("no conversation yet in this notebook")
     events = _latest_events(magics, session["id"], int(session.get("last_seq") or 0))
     turns = exchanges(events, since_reset=True)
     if not turns:
@@ -194,7 +192,8 @@ def cmd_history(magics: Any, rest: str = "") -> None:
     txt = "\n\n".join(f"You: {t.prompt}\n{agent}: {a}" for t, a in zip(turns, answers, strict=True))
     md = "\n\n".join(f"**You:** {t.prompt}\n\n**{agent}:** {a}" for t, a in zip(turns, answers, strict=True))
     head_txt, head_md = f"session {session['id']}", f"_session {session['id']}_"
-    if events and events[0].get("seq", 1) > 1:
+    first = events[0].get("seq", 1) if events else 1
+    if first > 1 and magics.backend_call(magics.backend.page_before, session["id"], first):
         older = "earlier turns are not shown: scroll up in the Agent sidebar to read them"
         head_txt, head_md = f"{head_txt} ({older})", f"{head_md} ({older})"
     magics.show(f"{head_txt}\n\n" + txt, f"{head_md}\n\n" + md)

@@ -50,3 +50,23 @@ async def test_kernel_route_refuses_another_notebooks_conversations(start_kernel
     assert res.status == "ok", res.text()
     assert res.stdout.count("refused:") == 2 and res.stdout.count("(HTTP 403)") == 2, res.stdout
     assert "not yours" not in res.stdout
+
+
+async def test_history_shows_the_current_conversation_only(start_kernel, make_notebook, api):
+    """``%acp history`` is the current conversation: after a reset, not the earlier one (nor a note that earlier
+    turns are hidden); after a resume, the resumed one, not the one left."""
+    nb = make_notebook("current.ipynb")
+    k = await start_kernel(nb)
+    for line in ("%acp tell me about apples", "%acp reset", "%acp now pears please"):
+        res = await k.run(line)
+        assert res.status == "ok", res.text()
+    res = await k.run("%acp history")
+    shown = res.text()
+    assert "now pears please" in shown and "apples" not in shown, shown
+    assert "earlier turns are not shown" not in shown, shown
+    sid = (await api.call("GET", "sessions", params={"notebook": nb}))[0]["id"]
+    convs = await api.call("GET", "sessions", sid, "conversations")
+    await api.call("POST", "sessions", sid, "conversations", convs[1]["id"], "resume")
+    res = await k.run("%acp history")
+    shown = res.text()
+    assert "You: tell me about apples" in shown and "pears" not in shown, shown
