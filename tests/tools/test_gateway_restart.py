@@ -4,7 +4,8 @@ Jupyter has done it, not at the tool's timeout.
 The kernel is made unresponsive the way a stuck kernel is (SIGSTOP: it answers neither the restart's
 ``shutdown_request`` nor SIGINT), so it never says it is going: the gateway kills it after its shutdown wait
 and starts a new one, and nothing of that reaches the old kernel's client.  Before the fix the tool waited
-for its timeout and then answered "timeout ... the kernel was interrupted".
+for its timeout and then answered "timeout ... the kernel was interrupted".  The interrupt test also runs
+against a local kernel: one stuck in C code ignores SIGINT just the same.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ GATEWAY = pytest.mark.parametrize("kernel_mode", ["gateway"], indirect=True)
 TOOL_TIMEOUT = 90
 
 
-async def stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway, name: str):
-    """A running client_execute_cells on a gateway kernel that then stops answering (SIGSTOP)."""
+async def stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway, name: str, jp_serverapp=None):
+    """A running client_execute_cells on a kernel that then stops answering (SIGSTOP); the kernel is a
+    gateway's unless ``jp_serverapp`` (whose local kernel it is) is given."""
     path = make_notebook(f"gw/{name}.ipynb", ["b = 2", "import time\ntime.sleep(100)"])
     kid = await start_kernel(path)
     ctx = await tool_ctx(path)
@@ -32,8 +34,11 @@ async def stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway
     assert not (await call(ctx, "client_execute_cells", {"cell_ids": [ids[0]]}))["isError"]
     running = asyncio.ensure_future(call(ctx, "client_execute_cells", {"cell_ids": [ids[1]], "timeout": TOOL_TIMEOUT}))
     await asyncio.sleep(1.0)
-    pid = kernel_gateway.kernel_pid(kid)
-    assert pid, "the gateway's kernel process was not found"
+    if jp_serverapp is not None:
+        pid = jp_serverapp.kernel_manager.get_kernel(kid).provisioner.process.pid
+    else:
+        pid = kernel_gateway.kernel_pid(kid)
+    assert pid, "the kernel's process was not found"
     os.kill(pid, signal.SIGSTOP)
     return kid, ctx, pid, running
 
@@ -66,20 +71,25 @@ async def test_a_restart_of_a_stuck_gateway_kernel_is_answered(
     assert res["isError"] and "not defined" in text(res), res
 
 
-@GATEWAY
 async def test_an_interrupt_the_kernel_does_not_obey_is_answered(
-    make_notebook, start_kernel, tool_ctx, call, jp_fetch, kernel_gateway
+    make_notebook, start_kernel, tool_ctx, call, jp_fetch, request, kernel_mode, jp_serverapp
 ):
+    """Local and gateway alike (a local kernel stuck in C code ignores SIGINT just the same)."""
     from jupyter_acp.kernels.bridge import INTERRUPT_GRACE
 
-    kid, ctx, pid, running = await stuck_cell(make_notebook, start_kernel, tool_ctx, call, kernel_gateway, "interrupt")
+    gw = request.getfixturevalue("kernel_gateway") if kernel_mode == "gateway" else None
+    local = jp_serverapp if kernel_mode == "local" else None
+    kid, ctx, pid, running = await stuck_cell(
+        make_notebook, start_kernel, tool_ctx, call, gw, f"interrupt-{kernel_mode}", local
+    )
     try:
         t0 = time.monotonic()
         await jp_fetch("api", "kernels", kid, "interrupt", method="POST", body="{}")
         res = await asyncio.wait_for(running, TOOL_TIMEOUT + 30)
         answered = time.monotonic() - t0
         body = text(res)
-        assert res["isError"] and "interrupted" in body and "Kernel > Restart" in body and "gateway" in body, res
+        assert res["isError"] and "interrupted" in body and "Kernel > Restart" in body, res
+        assert ("gateway" in body) == (kernel_mode == "gateway"), res
         assert "not run" not in body, res  # it did run, and is stuck
         assert answered < INTERRUPT_GRACE + 5, f"answered only after {answered:.1f} s"
     finally:
