@@ -473,9 +473,15 @@ async def test_terminals_end_with_the_agent(api, make_notebook, hub):
 async def test_terminals_end_with_the_server(api, make_notebook, hub):
     s = await api.open(make_notebook("nb.ipynb"), "hostile")
     results, _ = await run(api, s["id"], [create("sleep 60"), create("trap '' TERM HUP; sleep 60", name="u")])
-    pids = [hub.terminals.terminals[r["ok"]["terminalId"]].pid for r in results]
+    ids = [r["ok"]["terminalId"] for r in results]
+    pids = [hub.terminals.terminals[t].pid for t in ids]
     await hub.stop()
     assert not [p for p in pids if process_alive(p)]
+    # the transcript's last word on each: ended and released (a card replayed after a restart does not say running)
+    stored = [e for e in hub.events(hub.get(s["id"])) if e["type"] == "terminal_output"]
+    for tid in ids:
+        last = [e for e in stored if e["terminalId"] == tid][-1]
+        assert last["released"] and last["exitStatus"] is not None, last
 
 
 # -- a read-only user cannot let an agent run a command -------------------------------------------------

@@ -423,7 +423,8 @@ class TerminalService:
         await asyncio.gather(*(self.kill(t, grace=0.5) for t in terminals), return_exceptions=True)
         for terminal in terminals:
             terminal.released = True
-            self._cancel_pending(terminal)
+            # the last word in the transcript: a card replayed after the restart does not say "running"
+            self._emit(terminal, now=True)
         self.terminals.clear()
         if self._status_dir is not None:
             shutil.rmtree(self._status_dir, ignore_errors=True)
@@ -495,7 +496,7 @@ class TerminalService:
         terminal._pending = None
         terminal._last_event = time.monotonic()
         session = self.hub.sessions.get(terminal.session_id)
-        if session is None or self.hub._closing:
+        if session is None:
             return
         text = terminal.buffer.text()
         tail = text[-EVENT_TAIL_CHARS:]

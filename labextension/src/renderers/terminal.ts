@@ -3,6 +3,7 @@
  * its output live (the tail the server streams), its exit, and "Open terminal" to open that very terminal
  * in JupyterLab while it runs.
  */
+import { TerminalAPI } from '@jupyterlab/services';
 import { terminalIcon } from '@jupyterlab/ui-components';
 
 import { button, el } from '../dom';
@@ -33,6 +34,24 @@ export function exitLabel(state: ITerminalState | undefined): string {
   return `exit ${status.exitCode ?? '?'}`;
 }
 
+/**
+ * `terminal:open` starts a new shell under a name that no longer runs: open it only while it does (a card
+ * replayed after a server restart may still say "running").
+ */
+async function openIfRunning(ctx: IRenderContext, name: string): Promise<void> {
+  try {
+    const running = await TerminalAPI.listRunning(ctx.api.settings);
+    if (!running.some(t => t.name === name)) {
+      ctx.flash(`Terminal ${name} has ended; its output stays in the card`, 'warning');
+      return;
+    }
+  } catch {
+    ctx.flash('Could not list the running terminals', 'warning');
+    return;
+  }
+  ctx.openTerminal(name);
+}
+
 export function renderTerminal(
   ctx: IRenderContext,
   terminalId: string,
@@ -60,7 +79,7 @@ export function renderTerminal(
     const open = button(
       'Open terminal',
       'jp-ACP-terminalOpen',
-      () => ctx.openTerminal(state.name),
+      () => void openIfRunning(ctx, state.name),
       terminalIcon,
       running
         ? `Open Jupyter terminal ${state.name}, where this command runs`
