@@ -45,8 +45,10 @@ HELP = """\
 %acp agents                the agents you can use
 %acp use AGENT             the agent this kernel's prompts go to
 %acp status                server, notebook, agent and session
-%acp history               this notebook's conversation (its latest page)
-%acp reset                 a new session for this notebook (the old one stays in the history store)
+%acp history               this notebook's current conversation (its latest page)
+%acp history --all         this notebook's conversations, numbered from the oldest
+%acp history N             conversation N of that list
+%acp reset                 a new conversation for this notebook (the earlier one is kept and listed)
 %acp cancel                cancel the running turn (also one started in the sidebar)
 %acp fix                   explain the last error (with its traceback) and propose a fix
 
