@@ -27,17 +27,19 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..acp.process import NEVER_PASS
+from .terminal_plan import (
+    DEFAULT_MAX_TERMINALS,
+    DEFAULT_OUTPUT_BYTES,
+    TerminalRefused,
+    check_request,
+    terminal_environment,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
 
-#: ``outputByteLimit`` when the agent names none, and the most any agent gets (``JupyterACP.terminal_output_bytes``)
-DEFAULT_OUTPUT_BYTES = 1024 * 1024
-#: terminals one notebook session may hold at once (``JupyterACP.max_terminals_per_session``)
-DEFAULT_MAX_TERMINALS = 8
 #: the tail of the output each ``terminal_output`` event carries (the card shows it; the agent reads the buffer)
 EVENT_TAIL_CHARS = 4000
 #: at most one ``terminal_output`` event per terminal this often (seconds); after its first ``SLOW_AFTER`` seconds a
@@ -47,24 +49,12 @@ SLOW_INTERVAL = 1.0
 SLOW_AFTER = 10.0
 #: chunks of terminado's own replay buffer kept (it keeps 1,000 of up to 64 KiB: bounded here too)
 REPLAY_CHUNKS = 64
-#: variables the terminal itself sets (its size and type): kept
-TERMINAL_VARS = ("TERM", "COLUMNS", "LINES", "PYXTERM_DIMENSIONS")
-#: the longest command line (command and arguments) accepted
-MAX_COMMAND_CHARS = 64 * 1024
 #: the command runs under a small shell that writes its exit code to a file before it lets go of the terminal:
 #: terminado reads the end of a terminal before the process can be waited for and then hangs it up (SIGHUP) when
 #: it is not gone 0.1 s later, so a command that exited 0 could be reported as killed (seen in a third of runs)
 STATUS_WRAPPER = 'f=$1; shift; "$@"; s=$?; printf %s "$s" > "$f"; exit "$s"'
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
-
-
-class TerminalRefused(Exception):
-    """A terminal request refused; ``rule`` names the rule, the message says what to do instead."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        super().__init__(message)
-        self.rule = rule
 
 
 def clean(text: str) -> str:
@@ -193,99 +183,19 @@ class TerminalService:
                 "this Jupyter server has no terminals (jupyter-server-terminals is not enabled, or "
                 "ServerApp.terminals_enabled is False), so commands cannot run in one. The owner can enable them.",
             )
-        command = params.get("command")
-        if not isinstance(command, str) or not command.strip():
-            raise TerminalRefused("invalid_arguments", "terminal/create needs a command (a non-empty string)")
-        args = params.get("args") if params.get("args") is not None else []
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise TerminalRefused("invalid_arguments", "terminal/create: args must be a list of strings")
-        if "\0" in command or any("\0" in a for a in args):
-            raise TerminalRefused("invalid_arguments", "terminal/create: the command holds a NUL byte")
-        if len(command) + sum(len(a) for a in args) > MAX_COMMAND_CHARS:
-            raise TerminalRefused(
-                "invalid_arguments", f"the command line is longer than {MAX_COMMAND_CHARS} characters"
-            )
-        env_list = params.get("env") if params.get("env") is not None else []
-        extra: dict[str, str] = {}
-        if not isinstance(env_list, list):
-            raise TerminalRefused("invalid_arguments", "terminal/create: env must be a list of {name, value}")
-        for item in env_list:
-            if (
-                not isinstance(item, dict)
-                or not isinstance(item.get("name"), str)
-                or not isinstance(item.get("value"), str)
-            ):
-                raise TerminalRefused("invalid_arguments", "terminal/create: each env entry is {name, value} strings")
-            if not item["name"] or "=" in item["name"] or "\0" in item["name"] + item["value"]:
-                raise TerminalRefused("invalid_arguments", f"terminal/create: bad variable name {item['name']!r}")
-            if item["name"] in NEVER_PASS:
-                raise TerminalRefused(
-                    "secret_env",
-                    f"terminal/create: {item['name']} is the server's or the kernels' secret and is never set for "
-                    "an agent's command. This cannot be changed.",
-                )
-            extra[item["name"]] = item["value"]
-        cwd = self._cwd(session, params.get("cwd"))
-        limit_cap = int(self._setting("terminal_output_bytes", DEFAULT_OUTPUT_BYTES))
-        limit = params.get("outputByteLimit")
-        if limit is None:
-            limit = limit_cap
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise TerminalRefused(
-                "invalid_arguments", "terminal/create: outputByteLimit must be a non-negative integer"
-            )
-        mine = [t for t in self.terminals.values() if t.session_id == session.id and t.exit_status is None]
-        most = int(self._setting("max_terminals_per_session", DEFAULT_MAX_TERMINALS))
-        if len(mine) >= most:
-            raise TerminalRefused(
-                "too_many_terminals",
-                f"this notebook session already runs {len(mine)} terminals (JupyterACP.max_terminals_per_session = "
-                f"{most}); kill or release one first.",
-            )
-        return {
-            "command": command,
-            "args": list(args),
-            "env": extra,
-            "cwd": cwd,
-            "outputByteLimit": min(limit, limit_cap),
-        }
-
-    def _cwd(self, session: NotebookSession, cwd: Any) -> str:
-        from ..tools.files import FileRefused
-
-        if cwd is None or cwd == "":
-            cwd = session.cwd
-        if not isinstance(cwd, str) or "\0" in cwd:
-            raise TerminalRefused("invalid_arguments", "terminal/create: cwd must be a path")
-        shown = cwd
-        if not os.path.isabs(cwd):
-            cwd = os.path.join(session.cwd, cwd)
-        real = os.path.realpath(cwd)
-        try:
-            self.hub.file_rules().check(real, shown)
-        except FileRefused as exc:
-            raise TerminalRefused(
-                exc.rule,
-                f"terminal/create refused (rule: {exc.rule}): the working directory {exc} Commands start in a folder "
-                "under the server root; leave cwd out to start in the notebook's folder.",
-            ) from None
-        if not os.path.isdir(real):
-            raise TerminalRefused("cwd_missing", f"terminal/create: the working directory {shown} is not a folder")
-        return real
+        running = sum(1 for t in self.terminals.values() if t.session_id == session.id and t.exit_status is None)
+        return check_request(
+            self.hub,
+            session,
+            params,
+            running=running,
+            output_cap=int(self._setting("terminal_output_bytes", DEFAULT_OUTPUT_BYTES)),
+            most=int(self._setting("max_terminals_per_session", DEFAULT_MAX_TERMINALS)),
+        )
 
     def environment(self, session: NotebookSession, extra: dict[str, str]) -> dict[str, str | None]:
-        """The terminal's environment as changes to terminado's (which starts from the server's own): everything
-        the agent would not get is removed, what it gets is set."""
-        spec = self.hub.specs().get(session.agent)
-        curated = dict(self.hub.app.agent_env(spec)) if spec is not None else {}
-        curated.update(extra)
-        manager = self.manager
-        inherited = set(os.environ) | set(getattr(manager, "extra_env", None) or {}) | {"PYXTERM_URL"}
-        changes: dict[str, str | None] = {k: None for k in inherited if k not in curated and k not in TERMINAL_VARS}
-        changes.update(curated)
-        for name in NEVER_PASS:
-            changes[name] = None
-        return changes
+        """The command's environment, as changes to the server's (see ``terminal_plan``)."""
+        return terminal_environment(self.hub, session, extra, self.manager)
 
     def create(self, session: NotebookSession, plan: dict[str, Any]) -> AgentTerminal:
         """Start an allowed command in a new Jupyter terminal; returns at once (it runs in the background)."""
