@@ -14,7 +14,10 @@ from typing import Any
 import pycrdt
 
 from ..kernels import KernelBridge, KernelTimeout, KernelUnavailable, output_from_msg
-from .document import FileNotebook, LiveNotebook, Notebook, NotebookError, TabNotebook
+from .document import Notebook, NotebookError
+from .file import FileNotebook
+from .live import LiveNotebook
+from .tab import TabNotebook
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,198 @@
+"""Finding the way into a notebook at call time (live document, open tab, or file) and keeping the
+agent-edit undo history per (session, turn) for revert.
+
+Split from ``document`` because choosing a backend and remembering the agent's edits is a job of
+its own (server settings, the YStore's config, pycrdt undo managers), apart from the backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import pycrdt
+
+from .document import ORIGIN_PREFIX, Notebook, NotebookError
+from .file import FileNotebook
+from .live import LiveNotebook
+from .tab import TabNotebook
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnEdits:
+    doc: Any
+    undo: pycrdt.UndoManager
+    count: int = 0
+    cell_ids: set[str] = field(default_factory=set)
+
+
+class NotebookAccess:
+    """Finds the right way into a notebook at call time, and keeps the agent-edit undo history."""
+
+    #: turns whose edits stay revertable, per session
+    max_turns_kept = 20
+
+    def __init__(self, serverapp: Any, frontend: Any = None) -> None:
+        self.serverapp = serverapp
+        self.frontend = frontend
+        self._edits: dict[str, TurnEdits] = {}  # origin -> undo history
+        self._order: list[str] = []
+        #: id(doc) -> [doc, subscription, version, cells or None]: reads skip the export while nothing changed
+        self._cells_cache: dict[int, list[Any]] = {}
+
+    def cached_cells(self, doc: Any) -> list[dict[str, Any]]:
+        entry = self._cells_cache.get(id(doc))
+        if entry is None or entry[0] is not doc:
+            if entry is not None:
+                self._unobserve(entry)
+            entry = [doc, None, 0, None]
+
+            def changed(_event: Any, entry: list[Any] = entry) -> None:
+                entry[3] = None
+
+            try:
+                entry[1] = doc.ydoc.observe(changed)
+            except Exception:
+                entry[1] = False  # cannot observe: never cache
+            self._cells_cache[id(doc)] = entry
+            while len(self._cells_cache) > 32:
+                old = self._cells_cache.pop(next(iter(self._cells_cache)))
+                self._unobserve(old)
+        if entry[3] is None or entry[1] is False:
+            entry[3] = LiveNotebook.export(doc)
+        return entry[3]
+
+    @staticmethod
+    def _unobserve(entry: list[Any]) -> None:
+        try:
+            if entry[1]:
+                entry[0].ydoc.unobserve(entry[1])
+        except Exception:
+            pass
+
+    @property
+    def ydoc_ext(self) -> Any:
+        return self.serverapp.web_app.settings.get("jupyter_server_ydoc")
+
+    @property
+    def rtc(self) -> bool:
+        ext = self.ydoc_ext
+        return ext is not None and not getattr(ext, "disable_rtc", False)
+
+    async def writable(self, path: str) -> bool:
+        cm = self.serverapp.contents_manager
+        try:
+            model = cm.get(path, content=False)
+            if asyncio.iscoroutine(model):
+                model = await model
+        except Exception:
+            return False
+        return bool(model.get("writable", True))
+
+    def _configure_ystore(self) -> None:
+        """jupyter-server-ydoc (3.0.4) builds the YStore of a room made by ``get_document(create=True)``
+        without its config, so ``SQLiteYStore.db_path`` is ignored and ``.jupyter_ystore.db`` lands in
+        the server's CWD.  Hand it a subclass that carries the extension's config."""
+        ext = self.ydoc_ext
+        if getattr(ext, "_jupyter_acp_ystore_configured", False):
+            return
+        base = ext.ystore_class
+        config = ext.config
+
+        class ConfiguredYStore(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                kwargs.setdefault("config", config)
+                super().__init__(*args, **kwargs)
+
+        ConfiguredYStore.__name__ = base.__name__
+        ConfiguredYStore.__qualname__ = base.__qualname__
+        try:
+            ext.ystore_class = ConfiguredYStore
+        except Exception:
+            log.debug("could not hand the YStore its config", exc_info=True)
+        ext._jupyter_acp_ystore_configured = True
+
+    async def open(self, path: str) -> Notebook:
+        if self.rtc:
+            self._configure_ystore()
+            try:
+                doc = await self.ydoc_ext.get_document(
+                    path=path, content_type="notebook", file_format="json", copy=False, create=True
+                )
+            except Exception as exc:
+                raise NotebookError(f"could not open the live document of {path}: {exc}") from exc
+            if doc is None:
+                raise NotebookError(f"could not open the live document of {path}")
+            return LiveNotebook(path, doc, self)
+        if self.frontend is not None and self.frontend.has_tab(path):
+            try:
+                res = await self.frontend.request("getCells", {"path": path}, path=path, timeout=5)
+                if isinstance(res, dict) and isinstance(res.get("cells"), list):
+                    return TabNotebook(path, self.frontend, res["cells"], res.get("dirty"))
+            except Exception as exc:
+                log.info("tab for %s did not answer getCells (%s); using the file", path, exc)
+        cm = self.serverapp.contents_manager
+        try:
+            model = cm.get(path, content=True, type="notebook")
+            if asyncio.iscoroutine(model):
+                model = await model
+        except Exception as exc:
+            raise NotebookError(f"could not read {path}: {exc}") from exc
+        return FileNotebook(path, cm, model)
+
+    # -- agent-edit history --------------------------------------------------------------------
+    def track(self, doc: Any, origin: str) -> None:
+        entry = self._edits.get(origin)
+        if entry is not None and entry.doc is doc:
+            entry.count += 1
+            return
+        um = pycrdt.UndoManager(scopes=[doc.ycells], capture_timeout_millis=0)
+        um.include_origin(origin)
+        self._edits[origin] = TurnEdits(doc=doc, undo=um, count=1)
+        if origin in self._order:
+            self._order.remove(origin)
+        self._order.append(origin)
+        session_prefix = origin.rsplit(":", 1)[0] + ":"
+        mine = [o for o in self._order if o.startswith(session_prefix)]
+        for old in mine[: -self.max_turns_kept]:
+            self._order.remove(old)
+            self._edits.pop(old, None)
+
+    def turns_with_edits(self, session_id: str) -> list[str]:
+        prefix = f"{ORIGIN_PREFIX}:{session_id}:"
+        return [o[len(prefix) :] for o in self._order if o.startswith(prefix)]
+
+    async def revert(self, session_id: str, path: str, turn_id: str | None = None) -> dict[str, Any]:
+        """Undo the agent-origin transactions of one turn (default: the latest turn with edits)."""
+        turns = self.turns_with_edits(session_id)
+        if not turns:
+            raise NotebookError("the agent has made no edits to revert in this session")
+        key = turn_id if turn_id is not None else turns[-1]
+        if key not in turns:
+            raise NotebookError(f"no agent edits recorded for turn {key!r}")
+        origin = f"{ORIGIN_PREFIX}:{session_id}:{key}"
+        entry = self._edits[origin]
+        if self.rtc:
+            current = await self.ydoc_ext.get_document(
+                path=path, content_type="notebook", file_format="json", copy=False, create=False
+            )
+            if current is not None and current is not entry.doc:
+                self._forget(origin)
+                raise NotebookError(
+                    "the notebook's live document was reloaded since; these edits can no longer be reverted"
+                )
+        steps = 0
+        while entry.undo.can_undo():
+            entry.undo.undo()
+            steps += 1
+        self._forget(origin)
+        return {"turn_id": None if key == "-" else key, "undone": steps, "edits": entry.count}
+
+    def _forget(self, origin: str) -> None:
+        self._edits.pop(origin, None)
+        if origin in self._order:
+            self._order.remove(origin)
