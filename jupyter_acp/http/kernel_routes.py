@@ -69,13 +69,25 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
                 f"the kernel API needs the calling kernel's id (header {KERNEL_HEADER}) with that kernel's own token",
             )
         if not hmac.compare_digest(given.encode(), kernel_token(secret, kernel_id).encode()):
+            if self.gateway_enabled():
+                # a gateway kernel restart keeps the environment it was started with, so the old token stays
+                fix = (
+                    "this server runs its kernels on a Jupyter Gateway, where restarting a kernel keeps its old "
+                    "token: if this kernel outlived a restart of the Jupyter server, shut it down and start a new kernel"
+                )
+            else:
+                fix = "restart the kernel from Jupyter if it lacks one"
             raise web.HTTPError(
                 403,
                 f"wrong jupyter_acp kernel token for kernel {kernel_id}: each kernel's token ({ENV_TOKEN} in its "
-                "environment) opens only that kernel's notebook; restart the kernel from Jupyter if it lacks one",
+                f"environment) opens only that kernel's notebook; {fix}",
             )
         self._caller = kernel_id
         return kernel_id
+
+    def gateway_enabled(self) -> bool:
+        """Kernels run on a Jupyter Gateway (``GatewayClient.url``)."""
+        return bool(getattr(getattr(self.serverapp, "gateway_config", None), "gateway_enabled", False))
 
     def same_kernel(self, named: Any) -> str:
         """The kernel a request names must be the caller: a token acts only for its own kernel."""
@@ -172,14 +184,42 @@ class WhoamiHandler(KernelHandler):
         kernel_id = self.check_secret()
         notebook = await self.notebook_of(self.get_query_argument("kernel_id", "") or kernel_id)
         sessions = [self.hub.describe(s) for s in self.hub.list(notebook)]
+        current = self.hub.current_agent(notebook)
         self.send(
             {
                 "kernel_id": kernel_id,
                 "notebook": notebook,
-                "default_agent": self.extensionapp.default_agent_name,
+                # the agent a prompt naming none goes to: the notebook's current agent (the panel shows it too)
+                "default_agent": current,
+                "current_agent": current,
+                "configured_default": self.extensionapp.default_agent_name,
                 "sessions": sessions,
             }
         )
+
+
+class CurrentAgentHandler(KernelHandler):
+    """The calling kernel's notebook's current agent (``%acp use``): the one the Agent panel shows too."""
+
+    @allow_unauthenticated
+    async def get(self) -> None:
+        kernel_id = self.check_secret()
+        notebook = await self.notebook_of(self.get_query_argument("kernel_id", "") or kernel_id)
+        try:
+            self.send(self.hub.current_agent_info(notebook))
+        except HubError as exc:
+            raise http_error(exc) from None
+
+    @allow_unauthenticated
+    async def put(self) -> None:
+        """``{"kernel_id", "agent"}``: change it; every panel on the notebook switches to that agent."""
+        kernel_id = self.check_secret()
+        data = self.body()
+        notebook = await self.notebook_of(data.get("kernel_id") or kernel_id)
+        try:
+            self.send(await self.hub.set_current_agent(notebook, data.get("agent"), by="magic"))
+        except HubError as exc:
+            raise http_error(exc) from None
 
 
 class AgentsHandler(KernelHandler):
@@ -331,6 +371,7 @@ def handlers() -> list[tuple[str, Any]]:
     return [
         (r"/jupyter-acp/kernel/whoami", WhoamiHandler),
         (r"/jupyter-acp/kernel/agents", AgentsHandler),
+        (r"/jupyter-acp/kernel/current-agent", CurrentAgentHandler),
         (r"/jupyter-acp/kernel/session", OpenHandler),
         (r"/jupyter-acp/kernel/prompt", PromptHandler),
         (rf"/jupyter-acp/kernel/sessions/{sid}", SessionHandler),

@@ -13,6 +13,7 @@ from typing import Any
 from ..protocol.transcript import exchanges
 from .errors import AcpError
 from .options import HELP, Options, parse_options
+from .server import ServerGone
 from .turn import run_prompt
 
 
@@ -43,6 +44,8 @@ def run_line(magics: Any, line: str) -> Any:
 def cmd_agents(magics: Any, rest: str = "") -> None:
     agents = magics.backend_call(magics.backend.agents)
     current = magics.agent_for(None)
+    if current is None and magics.backend.mode == "server":  # the notebook's current agent, the panel's too
+        current = magics.backend_call(magics.backend.whoami).get("current_agent")
     lines, rows = [], ["| agent | title | state |", "|---|---|---|"]
     for a in agents:
         mark = " (default)" if a.get("default") else ""
@@ -63,8 +66,23 @@ def cmd_use(magics: Any, name: str) -> None:
     names = [a["name"] for a in magics.backend_call(magics.backend.agents)]
     if name not in names:
         raise AcpError(f"no agent named {name!r}; the agents are: {', '.join(names)}")
+    backend = magics.backend
+    if backend.mode == "server":
+        # one fact for the notebook: the server keeps it, the Agent panel switches to it, %%acp follows it
+        try:
+            res = backend.call("PUT", "current-agent", {"kernel_id": backend.kernel_id, "agent": name})
+        except ServerGone as exc:
+            magics._fallback_to_local(str(exc))
+        else:
+            magics.use_agent(None)  # follow the notebook's agent from now on, whoever changes it
+            was = f" (it was {res['previous']!r})" if res.get("previous") not in (None, name) else ""
+            text = (
+                f"this notebook's agent is now {name!r}{was}: the Agent panel shows its conversation, and %%acp "
+                "cells that name no agent go to it"
+            )
+            return magics.show(text, text.replace("%%acp", "`%%acp`"))
     magics.use_agent(name)
-    magics.show(f"%acp prompts of this kernel now go to {name!r}")
+    magics.show(f"%acp prompts of this kernel now go to {name!r} (the agent runs in this kernel: no Agent panel)")
 
 
 def _session(magics: Any) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ from ..tools import ToolSurface
 from ..tools.files import FileRules
 from .agent_sessions import AgentSessions
 from .conversations import Conversations
+from .current_agent import CurrentAgents
 from .events import EventLog
 from .follow import ToolListFollower
 from .gate import Gate
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
+class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations, CurrentAgents):
     """The facade the routes and the app hold: the session registry and the lifecycle here; the event log,
     agent sessions, turns and permissions in their own modules (mixins of one object, one state)."""
 
@@ -109,12 +110,13 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
         return [s for s in self.sessions.values() if s.notebook == path]
 
     async def open_session(self, notebook: str, agent: str | None = None) -> NotebookSession:
-        """The session for (notebook, agent), created on first use; idempotent."""
+        """The session for (notebook, agent), created on first use; idempotent.  No agent: the notebook's
+        current agent (``current_agent.py``)."""
         try:
             path = notebook_api_path(notebook)
         except PathError as exc:
             raise HubError(str(exc), 400) from None
-        agent = agent or self.app.default_agent_name
+        agent = agent or self.current_agent(path)
         if agent not in self.specs():
             raise HubError(f"no agent named {agent!r} is configured", 404)
         session = self._by_key.get((path, agent))
@@ -175,7 +177,8 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
         return None
 
     def rename(self, old: str, new: str) -> None:
-        """A renamed notebook keeps its conversation; its cwd follows the new folder."""
+        """A renamed notebook keeps its conversation and its current agent; its cwd follows the new folder."""
+        self._rename_current_agents(old, new)
         for session in list(self.sessions.values()):
             if session.notebook == old or session.notebook.startswith(old.rstrip("/") + "/"):
                 new_path = new + session.notebook[len(old) :]

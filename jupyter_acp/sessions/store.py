@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from ..protocol import codec
 from .store_cap import MiB, cap_event, human, text_bytes
 from .store_conversations import ConversationRecord, ConversationStore
+from .store_current_agent import CurrentAgentStore
 from .store_file import SCHEMA, SIDE_FILES, VERSION, StoreError, StoreFile, root_of
 
 __all__ = [
@@ -66,7 +67,7 @@ class SessionRecord(BaseModel):
     conversation: int = 1
 
 
-class TranscriptStore(StoreFile, ConversationStore):
+class TranscriptStore(StoreFile, ConversationStore, CurrentAgentStore):
     """Sessions and their events: append (capped), compact past the byte cap, read in pages."""
 
     def __init__(self, path: str, *, max_event_bytes: int = 256 * 1024, max_session_bytes: int = 64 * MiB) -> None:

@@ -57,7 +57,16 @@ CREATE TABLE IF NOT EXISTS conversations (
     turns INTEGER NOT NULL DEFAULT 0,
     UNIQUE (session_id, number)
 );
+CREATE TABLE IF NOT EXISTS current_agents (
+    root TEXT NOT NULL,
+    notebook TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (root, notebook)
+);
 """
+# current_agents (each notebook's current agent, store_current_agent.py) needs no version step: opening any store
+# creates it (empty: every notebook on the configured default agent)
 
 #: files SQLite keeps next to the database
 SIDE_FILES = ("-wal", "-shm", "-journal")
