@@ -306,6 +306,34 @@ async def test_an_agent_approval_covers_only_the_call_the_user_saw(api, home):
     del cells
 
 
+async def test_the_gate_asks_on_the_card_the_agent_shows_never_on_one_it_did_not(api, home):
+    """One card per call: the gate's question names the agent's announced card of this call (the panel asks
+    there, in the gate's words); an id the agent never showed as a card, or none, gets the gate's own card."""
+    s = await api.open(notebook(home, "nb.ipynb", ["a = 1", "b = 2", "c = 3"]), "hostile")
+    shown = {"sessionUpdate": "tool_call", "toolCallId": "call-7", "title": "Delete a cell", "kind": "delete"}
+    results, events = await run(
+        api,
+        s["id"],
+        [
+            {"do": "update", "update": shown},
+            {"do": "tool", "name": "client_delete_cells", "args": {"cell_ids": ["c2"]}, "meta": {"toolCallId": "call-7"}},
+            # an id no card of this turn carries, and no id at all
+            {"do": "mcp", "name": "client_delete_cells", "args": {"cell_ids": ["c1"]}, "meta": {"toolCallId": "zz"}},
+            {"do": "tool", "name": "client_delete_cells", "args": {"cell_ids": ["c0"]}},
+        ],
+        answer=lambda ev: "reject_once",
+    )
+    asked = cards(events)
+    assert len(asked) == 3, asked
+    metas = [c["tool_call"]["_meta"]["jupyter_acp"] for c in asked]
+    assert metas[0].get("agent_call") == "call-7"
+    assert "agent_call" not in metas[1] and "agent_call" not in metas[2]
+    # the question is the gate's own: its own random id and title, whatever the agent's card says
+    assert asked[0]["tool_call"]["toolCallId"].startswith("client-")
+    assert asked[0]["tool_call"]["rawInput"] == {"cell_ids": ["c2"]}
+    assert all("rejected" in json.dumps(r) for r in results[1:])
+
+
 async def test_always_allow_is_per_tool_listed_and_revocable(api, home):
     s = await api.open(notebook(home, "nb.ipynb", ["a = 1", "b = 2", "c = 3"]), "hostile")
     results, events = await run(

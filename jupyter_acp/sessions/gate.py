@@ -125,6 +125,12 @@ class Gate:
             "rawInput": action.arguments,
             "_meta": {"jupyter_acp": {"tool": action.name, "notebook": session.notebook, "power": action.power}},
         }
+        turn = session.turn
+        shown = next((i for i in action.ids if turn is not None and i in turn.seen_calls), None)
+        if shown is not None:
+            # the agent already shows this call as a card of its own: the panel asks on that card (one card per
+            # call) while the question, title and preview stay ours, under an id the agent cannot know
+            tool_call["_meta"]["jupyter_acp"]["agent_call"] = shown
         if content:
             tool_call["content"] = content
         elif preview:

@@ -32,6 +32,11 @@ export interface IPermission {
   source?: string;
   /** Set once resolved: the option chosen, or cancelled. */
   resolved?: { optionId?: string; cancelled?: boolean };
+  /**
+   * The server's own question when it asks on a card of the agent's (`_meta.jupyter_acp.agent_call`): its title,
+   * preview and arguments, which the agent's later updates of that card cannot change.
+   */
+  own?: { title: string; content: any[]; rawInput?: any };
 }
 
 export interface IPlanEntry {
@@ -832,13 +837,27 @@ export class ChatModel {
     if (e.turn_id && !this.runningTurn) {
       this.runningTurn = e.turn_id;
     }
-    const tool = this._upsertTool(call, seq);
+    const turnId = e.turn_id ?? this.runningTurn;
     const perm: IPermission = {
       requestId,
-      turnId: e.turn_id ?? this.runningTurn,
+      turnId,
       options: Array.isArray(e.options) ? e.options : [],
       source: e.source
     };
+    // the gate asks about a call the agent already shows as a card: ask on that card, in the gate's own words
+    const shown = e.source === 'client' ? call._meta?.jupyter_acp?.agent_call : undefined;
+    const host = shown !== undefined ? this._tools.get(String(shown)) : undefined;
+    let tool: IToolItem;
+    if (host && host.turnId === turnId) {
+      tool = host;
+      perm.own = {
+        title: String(call.title ?? ''),
+        content: Array.isArray(call.content) ? call.content : [],
+        rawInput: call.rawInput
+      };
+    } else {
+      tool = this._upsertTool(call, seq);
+    }
     tool.permissions.push(perm);
     this._perms.set(requestId, { tool, perm });
     this._touch(tool);

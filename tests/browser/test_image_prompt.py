@@ -206,13 +206,15 @@ def test_a_plot_from_the_builtin_agents_tool_shows_in_its_card(ui):
     ui.widen_panel(200)
     panel = ui.panel
     ui.send("run the first cell")  # the fake model answers with client_execute_cells on cell-run
-    # the client's gate asks first (its own card), then the agent's card gets the result
-    asking = panel.locator(".jp-ACP-tool.jp-mod-asking")
+    # the client's gate asks on the agent's own card of that call (one card per call), in its own words
+    asking = panel.locator(".jp-ACP-tool.jp-mod-asking", has_text="Run cell cell-run")
+    expect(asking.locator(".jp-ACP-permissionQuestion")).to_contain_text("in the kernel", timeout=LONG)
     asking.get_by_role("button", name=re.compile("^Allow once")).click(timeout=LONG)
     card = panel.locator(".jp-ACP-tool", has_text="Run cell cell-run")
     expect(card).to_have_attribute("data-status", "completed", timeout=LONG)
     expect(panel.locator(".jp-ACP-message").last).to_contain_text("Done", timeout=LONG)
     images = panel.locator(".jp-ACP-tool img")
     expect(images).to_have_count(1)  # once: not again from the raw output, no broken image
+    expect(panel.locator(".jp-ACP-tool")).to_have_count(1)  # the gate's question did not add a second card
     assert images.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [320, 200]
     shot(ui, "tool-card-plot")

@@ -355,3 +355,58 @@ test('a turn over MCP that used no notebook tool says so; one over the conventio
   assert.equal(ends[0].overMcp, true);
   assert.equal(ends[1].overMcp, false);
 });
+
+test("the gate asks on the agent's own card, in its own words the agent cannot change", () => {
+  const m = new ChatModel();
+  m.applyAll([
+    ev('turn_started', { turn_id: 't1', prompt: [{ type: 'text', text: 'go' }] }),
+    upd({ sessionUpdate: 'tool_call', toolCallId: 'call-1', title: 'Read cell 1', status: 'pending' }),
+    ev('permission_request', {
+      request_id: 'r1',
+      turn_id: 't1',
+      source: 'client',
+      options: [{ optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' }],
+      tool_call: {
+        toolCallId: 'client-0123',
+        title: 'Delete cell 3',
+        kind: 'delete',
+        rawInput: { cell_id: 'c3' },
+        content: [{ type: 'content', content: { type: 'text', text: 'x = 1' } }],
+        _meta: { jupyter_acp: { tool: 'client_delete_cell', agent_call: 'call-1' } }
+      }
+    }),
+    // the agent renames its card while the question is pending
+    upd({ sessionUpdate: 'tool_call_update', toolCallId: 'call-1', title: 'Harmless', content: [] })
+  ]);
+  const tools = m.items.filter(i => i.kind === 'tool') as IToolItem[];
+  assert.equal(tools.length, 1, 'one card for one call');
+  assert.equal(tools[0].toolCallId, 'call-1');
+  assert.equal(tools[0].title, 'Harmless');
+  const perm = tools[0].permissions[0];
+  assert.equal(perm.own?.title, 'Delete cell 3');
+  assert.deepEqual(perm.own?.rawInput, { cell_id: 'c3' });
+});
+
+test("an agent_call naming no card of this turn (or an agent's own request) gets a card of its own", () => {
+  const m = new ChatModel();
+  const request = (id: string, source: string, shown: string) =>
+    ev('permission_request', {
+      request_id: id,
+      turn_id: 't1',
+      source,
+      options: [],
+      tool_call: { toolCallId: `own-${id}`, title: `T ${id}`, _meta: { jupyter_acp: { agent_call: shown } } }
+    });
+  m.applyAll([
+    ev('turn_started', { turn_id: 't1', prompt: [{ type: 'text', text: 'go' }] }),
+    upd({ sessionUpdate: 'tool_call', toolCallId: 'call-1', title: 'Read cell 1' }),
+    request('r1', 'client', 'nope'),
+    request('r2', 'agent', 'call-1')
+  ]);
+  const tools = m.items.filter(i => i.kind === 'tool') as IToolItem[];
+  assert.deepEqual(
+    tools.map(t => t.toolCallId),
+    ['call-1', 'own-r1', 'own-r2']
+  );
+  assert.equal(tools[0].permissions.length, 0);
+});

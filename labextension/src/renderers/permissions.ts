@@ -6,7 +6,7 @@ import { button, el, pretty } from '../dom';
 import { IPermission, IToolItem, optionOrder } from '../model';
 import type { SessionView } from '../session';
 import type { IRenderContext } from './context';
-import { textPreview } from './diff';
+import { diff, textPreview } from './diff';
 
 /**
  * What a permission button says: its ACP kind decides, never the agent's wording (an option named
@@ -56,18 +56,30 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
     box.appendChild(el('div', 'jp-ACP-permissionResult', text));
     return box;
   }
+  // asked on the agent's card, the gate's own words win over whatever the agent's updates say
+  const title = perm.own ? perm.own.title : tool.title;
+  const content = perm.own ? perm.own.content : tool.content;
+  const rawInput = perm.own ? perm.own.rawInput : tool.rawInput;
   box.setAttribute('role', 'group');
-  box.setAttribute('aria-label', `Permission requested: ${tool.title}`);
-  box.appendChild(el('div', 'jp-ACP-permissionQuestion', `The agent asks to run “${tool.title}”.`));
-  // what the tool would do: the agent's preview (a diff, a command) if any, else its arguments
-  const preview = tool.content
+  box.setAttribute('aria-label', `Permission requested: ${title}`);
+  box.appendChild(el('div', 'jp-ACP-permissionQuestion', `The agent asks to run “${title}”.`));
+  // what the tool would do: the preview (a diff, a command) if any, else its arguments
+  const preview = content
     .filter(c => c?.type === 'content' && c.content?.type === 'text')
     .map(c => c.content.text as string)
     .join('\n');
+  if (perm.own) {
+    // the card's own body shows the agent's content: the gate's diff goes with its question
+    for (const c of content) {
+      if (c?.type === 'diff') {
+        box.appendChild(diff(c));
+      }
+    }
+  }
   if (preview) {
     box.appendChild(textPreview(preview));
-  } else if (tool.rawInput !== undefined && !tool.content.some(c => c?.type === 'diff')) {
-    box.appendChild(el('pre', 'jp-ACP-pre', pretty(tool.rawInput)));
+  } else if (rawInput !== undefined && !content.some(c => c?.type === 'diff')) {
+    box.appendChild(el('pre', 'jp-ACP-pre', pretty(rawInput)));
   }
   const row = el('div', 'jp-ACP-permissionOptions');
   for (const opt of optionOrder(perm.options)) {
