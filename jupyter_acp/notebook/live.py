@@ -62,30 +62,37 @@ class LiveNotebook(Notebook):
         except Exception:
             return None
 
-    def _txn(self, origin: str) -> Any:
-        self.access.track(self.doc, origin)
+    def _txn(self, origin: str, cell_id: str | None = None, ycell: Any = None, kind: str = "other") -> Any:
+        # before the transaction: the undo managers (the turn's, the cell's) capture it
+        self.access.track(self.doc, origin, cell_id, ycell, kind)
         return self.doc.ydoc.transaction(origin=origin)
 
     async def insert(self, index: int, cell: dict[str, Any], origin: str) -> None:
         ycell = self.doc.create_ycell(cell)
-        with self._txn(origin):
+        cid = cell.get("id")
+        with self._txn(origin, cid, kind="insert" if cid else "other"):
             self.doc.ycells.insert(index, ycell)
+        if cid:
+            self.access.landed(origin, cid, str(cell.get("source", "")))
 
     async def set_source(self, cell_id: str, source: str, origin: str) -> None:
-        i, _ = self.ycell(cell_id)
-        with self._txn(origin):
+        i, ycell = self.ycell(cell_id)
+        with self._txn(origin, cell_id, ycell, kind="source"):
             self.doc.set_cell(i, source=source)  # granular text diff: cursors in open tabs survive
+        self.access.landed(origin, cell_id, source)
 
     async def delete(self, cell_ids: list[str], origin: str) -> None:
         with self._txn(origin):
             for cid in cell_ids:
                 i, _ = self.ycell(cid)
                 del self.doc.ycells[i]
+        self.access.untrack_cells(origin, cell_ids)
 
     async def move(self, cell_id: str, to_index: int, origin: str) -> None:
         i, ycell = self.ycell(cell_id)
         cell = ycell.to_py()
         cell.pop("execution_state", None)
+        self.access.untrack_cells(origin, [cell_id])
         with self._txn(origin):
             del self.doc.ycells[i]
             self.doc.ycells.insert(to_index, self.doc.create_ycell(cell))
