@@ -40,6 +40,17 @@ export interface ISessionInfo {
 
 /** One of the notebook's conversations (ours), or one of the agent's own past sessions (`kind: 'agent'`). */
 export interface IConversationInfo {
+/** A notebook's current agent (`chosen`: false while it is on the configured default). */
+export interface ICurrentAgent {
+  notebook: string;
+  agent: string;
+  chosen: boolean;
+  default_agent: string;
+  agents: string[];
+  previous?: string;
+  session?: ISessionInfo;
+}
+
   /** null: the current conversation before its first event */
   id: string | null;
   kind: 'ours' | 'agent';
@@ -109,6 +120,19 @@ export class AcpApi {
   }
 
   /** Switch the agent's mode; answers the session description (with `modes`, `config_options`). */
+  /** The notebook's current agent: the one the panel shows and `%%acp` naming none uses (one server-side fact). */
+  currentAgent(notebook: string): Promise<ICurrentAgent> {
+    return this.request('notebooks/current-agent' + URLExt.objectToQueryString({ path: notebook }));
+  }
+
+  /** Change it (the panel's picker): every panel on the notebook and the magic follow. */
+  setCurrentAgent(notebook: string, agent: string): Promise<ICurrentAgent> {
+    return this.request('notebooks/current-agent' + URLExt.objectToQueryString({ path: notebook }), {
+      method: 'PUT',
+      body: JSON.stringify({ agent, by: 'panel' })
+    });
+  }
+
   setMode(sessionId: string, modeId: string): Promise<ISessionInfo> {
     return this.request(`sessions/${sessionId}/mode`, { method: 'POST', body: JSON.stringify({ mode_id: modeId }) });
   }

@@ -19,7 +19,7 @@ import type { CommandRegistry } from '@lumino/commands';
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { AcpApi, ApiError, ISessionInfo } from './api';
+import { AcpApi, ISessionInfo } from './api';
 import { Composer, IPanelSettings } from './composer';
 import { button, el } from './dom';
 import { HistoryMenu } from './history';
@@ -42,8 +42,6 @@ export interface IPanelOptions {
   /** JupyterLab's commands (an error's actions: open a terminal). */
   commands?: CommandRegistry;
 }
-
-const AGENT_KEY = 'jupyter-acp:agent:';
 
 export class AgentPanel extends Widget {
   readonly api: AcpApi;
@@ -341,14 +339,10 @@ export class AgentPanel extends Widget {
     this._title.textContent = path.split('/').pop() ?? path;
     this._title.title = path;
     try {
-      let choice = agent ?? window.localStorage.getItem(AGENT_KEY + path) ?? undefined;
-      if (!choice) {
-        const existing = await this.api.sessions(path);
-        if (token !== this._bindToken) {
-          return;
-        }
-        existing.sort((a, b) => b.last_seq - a.last_seq);
-        choice = existing[0]?.agent ?? (this.settings.defaultAgent || undefined);
+      // the notebook's current agent, kept by the server (the magic's %acp use changes it too)
+      const choice = agent ?? (await this._pickers.currentAgent(path, this.settings.defaultAgent));
+      if (token !== this._bindToken) {
+        return;
       }
       if (this._view && this._view.info.notebook === path && this._view.info.agent === choice && !agent) {
         this._show(this._view);
@@ -361,6 +355,11 @@ export class AgentPanel extends Widget {
       let view = this._views.get(info.id);
       if (!view) {
         const created = new SessionView(info, this.api, () => this._scheduleRender(created));
+        created.onCurrentAgent = name => {
+          if (created === this._view && name !== created.info.agent) {
+            void this._bind(); // another tab or %acp use changed the notebook's agent: show that one's
+          }
+        };
         view = created;
         this._views.set(info.id, view);
         this._bornAt.set(view, info.last_seq);
@@ -372,13 +371,6 @@ export class AgentPanel extends Widget {
       this._show(view);
     } catch (err) {
       if (token !== this._bindToken) {
-        return;
-      }
-      const stored = window.localStorage.getItem(AGENT_KEY + path);
-      if (stored && err instanceof ApiError && err.status < 500 && !agent) {
-        // the remembered agent is gone from the configuration: fall back to the default
-        window.localStorage.removeItem(AGENT_KEY + path);
-        void this._bind();
         return;
       }
       this._show(null, `Could not open an agent session for ${path}: ${(err as Error).message}`);
@@ -429,10 +421,10 @@ export class AgentPanel extends Widget {
     if (!path || !name) {
       return;
     }
-    window.localStorage.setItem(AGENT_KEY + path, name);
     delete this.node.dataset.agent;
     this._pickers.agentSelect.disabled = true;
-    void this._bind(name);
+    // the notebook's current agent changes on the server: the magic and other tabs follow
+    void this._pickers.choose(path, name).then(ok => (ok ? this._bind(name) : this._bind()));
   }
 
   // -- rendering -------------------------------------------------------------------------------

@@ -109,6 +109,39 @@ export class Pickers {
     sel.disabled = !this._host.view;
   }
 
+  /**
+   * The agent to open for a notebook: its current agent (server-side, shared with the magic). A notebook still on
+   * the server's default takes the user's "default agent" setting, made its current agent (so the magic follows).
+   */
+  async currentAgent(path: string, preferred: string): Promise<string | undefined> {
+    try {
+      const cur = await this._host.api.currentAgent(path);
+      if (!cur.chosen && preferred && preferred !== cur.agent && cur.agents.includes(preferred)) {
+        try {
+          return (await this._host.api.setCurrentAgent(path, preferred)).agent;
+        } catch {
+          return cur.agent; // a read-only user: the notebook stays on the server's agent
+        }
+      }
+      return cur.agent;
+    } catch {
+      return undefined; // the server opens the notebook's current agent anyway
+    }
+  }
+
+  /** The picker chose an agent: it becomes the notebook's current agent (false, and said, when refused). */
+  async choose(path: string, name: string): Promise<boolean> {
+    try {
+      await this._host.api.setCurrentAgent(path, name);
+      return true;
+    } catch (err) {
+      const why =
+        err instanceof ApiError && err.status === 403 ? " (you may read this notebook's agent, not change it)" : '';
+      this._host.flash(`Could not switch to ${name}: ${(err as Error).message}${why}`);
+      return false;
+    }
+  }
+
   /** Enable an agent found on PATH: the server writes its catalog entry to the user's config (never a command). */
   private async _enable(name: string): Promise<void> {
     const agent = this._agents.find(a => a.name === name && !a.configured);

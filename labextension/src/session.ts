@@ -53,6 +53,11 @@ export class SessionView {
   /** The turn the user asked to stop (Esc or Stop): the status says "Stopping…" until it ends. */
   stopping: string | null = null;
   private _poll: number | null = null;
+  /**
+   * The notebook's current agent changed (a `current_agent` notice: the picker of any tab, or `%acp use` in the
+   * notebook): the panel showing this conversation switches to that agent's.
+   */
+  onCurrentAgent: ((agent: string) => void) | null = null;
 
   constructor(
     public info: ISessionInfo,
@@ -93,6 +98,10 @@ export class SessionView {
       () => this.model.lastSeq,
       events => {
         this.model.applyAll(events);
+        const changed = events.filter(e => e.type === 'notice' && e.phase === 'current_agent' && e.agent).pop();
+        if (changed) {
+          this.onCurrentAgent?.(String(changed.agent)); // the latest one says where the notebook is now
+        }
         if (this.model.gap) {
           void this.fillGap();
         }
