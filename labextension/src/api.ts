@@ -6,6 +6,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { IAcpEvent } from './model';
+import { OpError, openStream } from './stream';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -39,7 +40,6 @@ export interface ISessionInfo {
 }
 
 /** One of the notebook's conversations (ours), or one of the agent's own past sessions (`kind: 'agent'`). */
-export interface IConversationInfo {
 /** A notebook's current agent (`chosen`: false while it is on the configured default). */
 export interface ICurrentAgent {
   notebook: string;
@@ -51,6 +51,7 @@ export interface ICurrentAgent {
   session?: ISessionInfo;
 }
 
+export interface IConversationInfo {
   /** null: the current conversation before its first event */
   id: string | null;
   kind: 'ours' | 'agent';
@@ -72,6 +73,23 @@ export class ApiError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * An op on the session's open WebSocket (a warm turn costs no extra HTTP request), its refusal as an ApiError;
+ * null when no stream of the session is open (the caller uses the HTTP route).
+ */
+function viaStream<T>(sessionId: string, frame: Record<string, unknown>): Promise<T> | null {
+  const sent = openStream(sessionId)?.op(frame);
+  if (!sent) {
+    return null;
+  }
+  return sent.then(
+    answer => answer as unknown as T,
+    err => {
+      throw err instanceof OpError ? new ApiError(err.message, err.status) : err;
+    }
+  );
 }
 
 export class AcpApi {
@@ -102,24 +120,6 @@ export class AcpApi {
     return this.request('sessions' + URLExt.objectToQueryString({ notebook }));
   }
 
-  openSession(notebook: string, agent?: string): Promise<ISessionInfo> {
-    const body: any = { notebook };
-    if (agent) {
-      body.agent = agent;
-    }
-    return this.request('sessions', { method: 'POST', body: JSON.stringify(body) });
-  }
-
-  prompt(sessionId: string, blocks: any[]): Promise<{ turn_id: string }> {
-    return this.request(`sessions/${sessionId}/prompt`, { method: 'POST', body: JSON.stringify({ prompt: blocks }) });
-  }
-
-  /** A new conversation for the notebook: the agent forgets; the transcript keeps a marker. */
-  reset(sessionId: string): Promise<ISessionInfo> {
-    return this.request(`sessions/${sessionId}/reset`, { method: 'POST', body: '{}' });
-  }
-
-  /** Switch the agent's mode; answers the session description (with `modes`, `config_options`). */
   /** The notebook's current agent: the one the panel shows and `%%acp` naming none uses (one server-side fact). */
   currentAgent(notebook: string): Promise<ICurrentAgent> {
     return this.request('notebooks/current-agent' + URLExt.objectToQueryString({ path: notebook }));
@@ -133,6 +133,27 @@ export class AcpApi {
     });
   }
 
+  openSession(notebook: string, agent?: string): Promise<ISessionInfo> {
+    const body: any = { notebook };
+    if (agent) {
+      body.agent = agent;
+    }
+    return this.request('sessions', { method: 'POST', body: JSON.stringify(body) });
+  }
+
+  prompt(sessionId: string, blocks: any[]): Promise<{ turn_id: string }> {
+    const sent = viaStream<{ turn_id: string }>(sessionId, { op: 'prompt', prompt: blocks });
+    return (
+      sent ?? this.request(`sessions/${sessionId}/prompt`, { method: 'POST', body: JSON.stringify({ prompt: blocks }) })
+    );
+  }
+
+  /** A new conversation for the notebook: the agent forgets; the transcript keeps a marker. */
+  reset(sessionId: string): Promise<ISessionInfo> {
+    return this.request(`sessions/${sessionId}/reset`, { method: 'POST', body: '{}' });
+  }
+
+  /** Switch the agent's mode; answers the session description (with `modes`, `config_options`). */
   setMode(sessionId: string, modeId: string): Promise<ISessionInfo> {
     return this.request(`sessions/${sessionId}/mode`, { method: 'POST', body: JSON.stringify({ mode_id: modeId }) });
   }
@@ -146,14 +167,19 @@ export class AcpApi {
   }
 
   cancel(sessionId: string): Promise<{ cancelled: boolean }> {
-    return this.request(`sessions/${sessionId}/cancel`, { method: 'POST', body: '{}' });
+    const sent = viaStream<{ cancelled: boolean }>(sessionId, { op: 'cancel' });
+    return sent ?? this.request(`sessions/${sessionId}/cancel`, { method: 'POST', body: '{}' });
   }
 
   answer(sessionId: string, requestId: string, optionId: string): Promise<unknown> {
-    return this.request(`sessions/${sessionId}/permissions/${encodeURIComponent(requestId)}`, {
-      method: 'POST',
-      body: JSON.stringify({ option_id: optionId })
-    });
+    const sent = viaStream(sessionId, { op: 'permission', request_id: requestId, option_id: optionId });
+    return (
+      sent ??
+      this.request(`sessions/${sessionId}/permissions/${encodeURIComponent(requestId)}`, {
+        method: 'POST',
+        body: JSON.stringify({ option_id: optionId })
+      })
+    );
   }
 
   /** Turns whose agent edits can still be reverted (null: edits outside a turn). */

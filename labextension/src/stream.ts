@@ -7,6 +7,36 @@ import { IAcpEvent } from './model';
 
 export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
+/** The server's answer to an op sent on the socket (`ok: false` carries the HTTP-like status and why). */
+export interface IOpAnswer {
+  ref: number;
+  ok: boolean;
+  status?: number;
+  error?: string;
+  [key: string]: unknown;
+}
+
+/** An op the server refused (same status and words as the HTTP route would answer). */
+export class OpError extends Error {
+  constructor(
+    message: string,
+    readonly status: number
+  ) {
+    super(message);
+  }
+}
+
+/** The open streams by session id: prompts, cancels and permission answers ride them when they are open. */
+const streams = new Map<string, EventStream>();
+
+/** The session's stream when one is open (else the caller uses the HTTP route). */
+export function openStream(sessionId: string): EventStream | null {
+  const s = streams.get(sessionId);
+  return s && s.state === 'open' ? s : null;
+}
+
+const SESSION_IN_URL = /\/sessions\/([0-9a-f]{32})\/stream/;
+
 /**
  * One session's live event stream. Reconnects with backoff, asking for the events after the last
  * seq seen, so nothing is lost or doubled.
@@ -18,6 +48,9 @@ export class EventStream {
   private _timer: ReturnType<typeof setTimeout> | null = null;
   private _delay = 500;
   private _closed = false;
+  private _ref = 0;
+  private _pending = new Map<number, { resolve: (a: IOpAnswer) => void; reject: (e: Error) => void }>();
+  private _key: string | null = null;
 
   constructor(
     private readonly _url: (after: number) => string,
@@ -26,6 +59,39 @@ export class EventStream {
     private readonly _socket: (url: string) => WebSocket = url => new WebSocket(url)
   ) {
     this._connect();
+  }
+
+  /**
+   * Send an op (`{op: 'prompt' | 'cancel' | 'permission', ...}`) on the open socket; resolves with the server's
+   * answer, rejects with an OpError when it refuses, or with a plain Error when the socket closes first (the op
+   * may or may not have run: the events tell). Null when the socket is not open: send it over HTTP instead.
+   */
+  op(frame: Record<string, unknown>): Promise<IOpAnswer> | null {
+    const ws = this._ws;
+    if (!ws || this.state !== 'open') {
+      return null;
+    }
+    const ref = ++this._ref;
+    try {
+      ws.send(JSON.stringify({ ...frame, ref }));
+    } catch {
+      return null;
+    }
+    return new Promise<IOpAnswer>((resolve, reject) => {
+      this._pending.set(ref, {
+        resolve: answer =>
+          answer.ok ? resolve(answer) : reject(new OpError(answer.error || 'refused', answer.status ?? 0)),
+        reject
+      });
+    });
+  }
+
+  private _failPending(): void {
+    const pending = this._pending;
+    this._pending = new Map();
+    for (const p of pending.values()) {
+      p.reject(new Error('the connection to the server closed before it answered; the conversation shows what ran'));
+    }
   }
 
   private _set(state: StreamState): void {
@@ -37,8 +103,14 @@ export class EventStream {
     if (this._closed) {
       return;
     }
-    const ws = this._socket(this._url(this._lastSeq()));
+    const url = this._url(this._lastSeq());
+    const ws = this._socket(url);
     this._ws = ws;
+    const key = SESSION_IN_URL.exec(url)?.[1] ?? null;
+    if (key && !this._key) {
+      this._key = key;
+      streams.set(key, this);
+    }
     let queue: IAcpEvent[] = [];
     let scheduled = false;
     ws.onopen = () => {
@@ -49,6 +121,15 @@ export class EventStream {
       try {
         // a frame holds one event or a batch of them
         const data = JSON.parse(String(msg.data));
+        if (!Array.isArray(data) && data && typeof data === 'object' && 'ok' in data && !('seq' in data)) {
+          // the answer to an op this client sent
+          const p = this._pending.get(data.ref);
+          if (p) {
+            this._pending.delete(data.ref);
+            p.resolve(data as IOpAnswer);
+          }
+          return;
+        }
         if (Array.isArray(data)) {
           queue.push(...data);
         } else {
@@ -73,6 +154,7 @@ export class EventStream {
         return;
       }
       this._ws = null;
+      this._failPending();
       if (this._closed) {
         return;
       }
@@ -95,6 +177,10 @@ export class EventStream {
 
   dispose(): void {
     this._closed = true;
+    if (this._key && streams.get(this._key) === this) {
+      streams.delete(this._key);
+    }
+    this._failPending();
     if (this._timer !== null) {
       clearTimeout(this._timer);
     }
