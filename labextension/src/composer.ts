@@ -30,6 +30,8 @@ export interface IComposerHost {
   path(): string | null;
   flash(text: string, level?: string): void;
   renderChrome(): void;
+  /** Queue a prompt sent while the agent works (sent when the turn ends: queue.ts); without it, refused. */
+  queue?(view: SessionView, text: string, blocks: any[]): void;
 }
 
 export class Composer {
@@ -365,7 +367,7 @@ export class Composer {
     if (!view || (!text && !this.images.count)) {
       return;
     }
-    if (view.model.runningTurn) {
+    if (view.model.runningTurn && !this._host.queue) {
       this._host.flash('The agent is still working: wait, or press Stop.', 'warning');
       return;
     }
@@ -386,6 +388,10 @@ export class Composer {
     this._menu.hidden = true;
     view.historyIndex = -1;
     view.stick = true;
+    if (view.model.runningTurn && this._host.queue) {
+      this._host.queue(view, text, blocks); // sent when the running turn ends
+      return;
+    }
     try {
       await this._host.api.prompt(view.info.id, blocks);
       view.startError = null;
@@ -395,6 +401,13 @@ export class Composer {
       }
       this.images.restore(attached.images);
       const status = err instanceof ApiError ? err.status : 0;
+      if (status === 409 && this._host.queue) {
+        // a turn started meanwhile (another tab, the magic): queue it rather than refuse
+        this.input.value = this.input.value === draft ? '' : this.input.value;
+        this.images.take();
+        this._host.queue(view, text, blocks);
+        return;
+      }
       this._host.flash(
         status === 409
           ? 'The agent is still working on the previous prompt.'

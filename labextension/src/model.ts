@@ -86,12 +86,17 @@ export interface ITurnEndItem extends IItemBase {
   toolCallsServed?: number;
   /** the notebook's tools reached the agent over MCP (an agent may ignore those: zero calls then says so) */
   overMcp?: boolean;
+  /** when the turn started and ended (the server's event times, seconds): the turn footer's duration */
+  startedAt?: number;
+  endedAt?: number;
 }
 export interface INoticeItem extends IItemBase {
   kind: 'notice';
   text: string;
   level: string;
   phase?: string;
+  /** a revert notice's own fields: the turn reverted (null: edits outside a turn), changes undone, the cell */
+  revert?: { turnId: string | null; edits: number; cellId?: string };
 }
 
 /** An `audit` event of a refused action: which rule refused, and how the user can change it. */
@@ -310,6 +315,8 @@ export class ChatModel {
   items: Item[] = [];
   lastSeq = 0;
   runningTurn: string | null = null;
+  /** When each turn started (the server's `turn_started` time, seconds): the turn footer's clock. */
+  turnStarts = new Map<string, number>();
   phase: Phase = 'unknown';
   problem: IAgentProblem | null = null;
   commands: ICommand[] = [];
@@ -535,6 +542,9 @@ export class ChatModel {
       case 'turn_started': {
         const { text, attachments, images } = blocksText(e.prompt);
         this.runningTurn = e.turn_id ?? null;
+        if (e.turn_id && typeof e.ts === 'number') {
+          this.turnStarts.set(e.turn_id, e.ts);
+        }
         if (this.problem && this.problem.kind !== 'needs_login') {
           this.problem = null;
         }
@@ -602,7 +612,9 @@ export class ChatModel {
           toolCallsServed: typeof e.tool_calls_served === 'number' ? e.tool_calls_served : undefined,
           overMcp:
             Array.isArray(e.tool_channels) &&
-            e.tool_channels.some((c: unknown) => c === 'mcp-http' || c === 'mcp-stdio')
+            e.tool_channels.some((c: unknown) => c === 'mcp-http' || c === 'mcp-stdio'),
+          startedAt: turnId ? this.turnStarts.get(turnId) : undefined,
+          endedAt: typeof e.ts === 'number' ? e.ts : undefined
         });
         break;
       }
@@ -682,7 +694,15 @@ export class ChatModel {
           version: 0,
           text: String(e.text ?? ''),
           level: String(e.level ?? 'info'),
-          phase: e.phase ?? undefined
+          phase: e.phase ?? undefined,
+          revert:
+            e.phase === 'reverted' && typeof e.edits === 'number'
+              ? {
+                  turnId: typeof e.turn_id === 'string' ? e.turn_id : null,
+                  edits: e.edits,
+                  cellId: typeof e.cell_id === 'string' ? e.cell_id : undefined
+                }
+              : undefined
         });
         break;
       }

@@ -20,13 +20,17 @@ import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { AcpApi, ISessionInfo } from './api';
+import { CellMarks } from './cellmarks';
 import { Composer, IPanelSettings } from './composer';
 import { button, el } from './dom';
 import { HistoryMenu } from './history';
 import { Pickers } from './pickers';
 import { IRenderContext, renderItem } from './renderers';
 import { isLiveThought } from './renderers/messages';
+import { TurnFooter } from './renderers/notices';
+import { PlanStrip } from './renderers/plans';
 import { renderStatus } from './renderers/status';
+import { PromptQueue } from './queue';
 import { NoFetchSanitizer, onRemoteClick } from './sanitizer';
 import { SessionView } from './session';
 import { SetupCard } from './setup';
@@ -67,6 +71,15 @@ export class AgentPanel extends Widget {
   private _bornAt = new WeakMap<SessionView, number>();
   /** The built-in agent's model form and an agent's login card (setup.ts). */
   private _setup: SetupCard;
+  /** Long turns (issue 17): the plan strip above the input, the running turn's footer, queued prompts, cell marks. */
+  private _planStrip = new PlanStrip();
+  private _footer = new TurnFooter(view => {
+    if (view === this._view) {
+      void this._composer.cancel();
+    }
+  });
+  private _queue: PromptQueue;
+  private _marks: CellMarks;
 
   // DOM
   private _header = el('div', 'jp-ACP-header');
@@ -122,8 +135,19 @@ export class AgentPanel extends Widget {
       },
       path: () => this._path(),
       flash: (text: string, level?: string) => this._flash(text, level),
-      renderChrome: () => this._renderChrome()
+      renderChrome: () => this._renderChrome(),
+      queue: (view: SessionView, text: string, blocks: unknown[]) => this._queue.add(view, text, blocks)
     };
+    this._queue = new PromptQueue({
+      api: this.api,
+      flash: (text: string, level?: string) => this._flash(text, level),
+      scheduleRender: view => this._scheduleRender(view)
+    });
+    this._marks = new CellMarks({
+      api: this.api,
+      tracker: options.tracker,
+      flash: (text: string, level?: string) => this._flash(text, level)
+    });
     this._pickers = new Pickers(host);
     this._composer = new Composer(host);
     this._setup = new SetupCard({
@@ -189,6 +213,7 @@ export class AgentPanel extends Widget {
       this._setup.node,
       this._body,
       this._history.archive,
+      this._planStrip.node,
       this._composer.node
     );
 
@@ -354,7 +379,11 @@ export class AgentPanel extends Widget {
       }
       let view = this._views.get(info.id);
       if (!view) {
-        const created = new SessionView(info, this.api, () => this._scheduleRender(created));
+        const created = new SessionView(info, this.api, () => {
+          this._scheduleRender(created);
+          void this._queue.pump(created); // a queued prompt goes once the turn has ended
+          this._marks.changed(created);
+        });
         created.onCurrentAgent = name => {
           if (created === this._view && name !== created.info.agent) {
             void this._bind(); // another tab or %acp use changed the notebook's agent: show that one's
@@ -482,6 +511,8 @@ export class AgentPanel extends Widget {
         }
       }
     }
+    this._footer.render(view, prev);
+    this._queue.render(view);
     this._renderEarlier(view);
     view.hint.hidden = view.model.items.some(i => i.kind === 'user' || i.kind === 'message');
     // screen readers announce the answer once, when it is complete, not every streamed word
@@ -571,6 +602,7 @@ export class AgentPanel extends Widget {
     this._composer.node.hidden = !this._path();
     this._header.hidden = !this._path();
 
+    this._planStrip.render(this._path() ? (view ?? null) : null);
     this._pickers.renderOptions();
     this._pickers.renderPolicy();
     this._usage.render(model?.usage ?? null);

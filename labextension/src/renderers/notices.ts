@@ -1,5 +1,8 @@
-/** The end of a turn (errors, stop reasons, "Revert agent edits") and the session's notices. */
-import { undoIcon } from '@jupyterlab/ui-components';
+/**
+ * The end of a turn (errors, stop reasons, its duration, "Revert agent edits"), the running turn's
+ * footer (elapsed time, Stop) and the session's notices.
+ */
+import { stopIcon, undoIcon } from '@jupyterlab/ui-components';
 
 import { button, el } from '../dom';
 import type { INoticeItem, ITurnEndItem } from '../model';
@@ -43,6 +46,11 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
     return;
   }
   const parts: string[] = [];
+  const took = item.startedAt !== undefined && item.endedAt !== undefined ? item.endedAt - item.startedAt : null;
+  if (took !== null && took >= 0) {
+    parts.push(`Took ${duration(took)}`);
+    n.classList.add('jp-ACP-turnFooter');
+  }
   if (item.stopReason === 'cancelled') {
     parts.push('Stopped');
   } else if (item.stopReason && item.stopReason !== 'end_turn') {
@@ -69,19 +77,19 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
  * A notice in words: the server's "reverted the agent's edits of turn 3f2a… (1 change(s))" names the
  * turn by the prompt that started it, never by its internal id.
  */
-export function noticeText(view: SessionView, text: string): string {
+export function noticeText(view: SessionView, text: string, item?: INoticeItem): string {
   const plural = (n: string) => `${n} change${n === '1' ? '' : 's'}`;
+  if (item?.revert) {
+    // the notice's own fields (turn_id, edits, cell_id): the text never needs an id
+    const { turnId, edits, cellId } = item.revert;
+    if (cellId) {
+      return `Reverted the agent's edits of one cell (${plural(String(edits))}); the rest of the turn stays.`;
+    }
+    return `Reverted the agent's edits${whichTurn(view, turnId ?? '(outside a turn)')} (${plural(String(edits))}).`;
+  }
   const reverted = /^reverted the agent's edits of turn (.+?) \((\d+) change\(s\)\)$/.exec(text);
   if (reverted) {
-    const turn = reverted[1];
-    const prompt = view.model.items.find(i => i.kind === 'user' && i.turnId === turn);
-    const words = prompt && prompt.kind === 'user' ? prompt.text.trim().replace(/\s+/g, ' ') : '';
-    const which = words
-      ? ` for “${words.length > 60 ? words.slice(0, 59) + '…' : words}”`
-      : turn === '(outside a turn)'
-        ? ' made outside a turn'
-        : '';
-    return `Reverted the agent's edits${which} (${plural(reverted[2])}).`;
+    return `Reverted the agent's edits${whichTurn(view, reverted[1])} (${plural(reverted[2])}).`;
   }
   return text.replace(/\bturn [0-9a-f]{8,}\b/g, 'a turn').replace(/(\d+) change\(s\)/g, (_, n) => plural(n));
 }
@@ -94,5 +102,87 @@ export function renderNotice(view: SessionView, item: INoticeItem, entry: IEntry
   if (item.phase === 'session_reset') {
     n.classList.add('jp-ACP-divider');
   }
-  n.textContent = noticeText(view, item.text);
+  n.textContent = noticeText(view, item.text, item);
+}
+
+/** A turn named by the prompt that started it, never by its internal id. */
+function whichTurn(view: SessionView, turn: string): string {
+  const prompt = view.model.items.find(i => i.kind === 'user' && i.turnId === turn);
+  const words = prompt && prompt.kind === 'user' ? prompt.text.trim().replace(/\s+/g, ' ') : '';
+  return words
+    ? ` for “${words.length > 60 ? words.slice(0, 59) + '…' : words}”`
+    : turn === '(outside a turn)'
+      ? ' made outside a turn'
+      : '';
+}
+
+/** 4 s, 1 min 05 s, 1 h 02 min. */
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const m = Math.floor(s / 60);
+  if (m < 60) {
+    return `${m} min ${String(s % 60).padStart(2, '0')} s`;
+  }
+  return `${Math.floor(m / 60)} h ${String(m % 60).padStart(2, '0')} min`;
+}
+
+/**
+ * The running turn's footer, after the log's items: "Working · 12 s" ticking, and Stop. Hidden when
+ * no turn runs (the turn's end then shows its duration and its actions).
+ */
+export class TurnFooter {
+  private _nodes = new WeakMap<SessionView, { node: HTMLElement; time: HTMLElement; timer: number | null }>();
+
+  constructor(private readonly _stop: (view: SessionView) => void) {}
+
+  /** Place the footer after `after` in the view's log and show it while a turn runs. */
+  render(view: SessionView, after: Node): void {
+    let f = this._nodes.get(view);
+    if (!f) {
+      const node = el('div', 'jp-ACP-item jp-ACP-turnFooter jp-ACP-runningFooter');
+      const time = el('span', 'jp-ACP-turnElapsed');
+      time.setAttribute('aria-live', 'off'); // a ticking clock is not announced
+      const stop = button(
+        'Stop',
+        'jp-ACP-linkButton jp-ACP-footerStop',
+        () => this._stop(view),
+        stopIcon,
+        'Stop the agent (Esc)'
+      );
+      node.append(el('span', 'jp-ACP-spinner'), time, stop);
+      f = { node, time, timer: null };
+      this._nodes.set(view, f);
+    }
+    const { node } = f;
+    if (after.nextSibling !== node) {
+      view.log.insertBefore(node, after.nextSibling);
+    }
+    const turn = view.model.runningTurn;
+    node.hidden = !turn;
+    if (!turn) {
+      if (f.timer !== null) {
+        window.clearInterval(f.timer);
+        f.timer = null;
+      }
+      return;
+    }
+    const started = view.model.turnStarts.get(turn);
+    const tick = (footer: typeof f) => {
+      const stopping = view.stopping && view.stopping === view.model.runningTurn;
+      const secs = started !== undefined ? Date.now() / 1000 - started : null;
+      footer!.time.textContent = (stopping ? 'Stopping' : 'Working') + (secs !== null ? ` · ${duration(secs)}` : '');
+      if (!view.model.runningTurn || !view.log.isConnected) {
+        window.clearInterval(footer!.timer ?? undefined);
+        footer!.timer = null;
+      }
+    };
+    tick(f);
+    if (f.timer === null) {
+      const footer = f;
+      footer.timer = window.setInterval(() => tick(footer), 1000);
+    }
+  }
 }
