@@ -1,6 +1,7 @@
 """One kernel client layer for local kernels and kernels behind a Jupyter Gateway.
 
-``bridge.KernelBridge`` is what the tools, server-side execution and the variable tools use;
+``bridge.KernelBridge`` is what the tools, server-side execution and the variable tools use (with
+``facts.KernelFacts``: a kernel's name, language, state and location, read without asking the kernel);
 ``client.KernelConnection`` one client of one kernel (its requests), on ``channels.KernelChannels`` (the
 transport: jupyter_server's ``manager.client()``, ZMQ for a local kernel, or ``gateway``'s
 ``GatewayKernelClient`` over the gateway's WebSocket for a remote one, replies routed); ``summarise`` the
