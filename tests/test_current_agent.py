@@ -172,3 +172,36 @@ def test_the_agent_survives_a_server_restart(tmp_path):
         assert server.open_session("nb.ipynb")["agent"] == "other"
     finally:
         server.stop()
+
+
+# -- the wrong-token message of a kernel on a Jupyter Gateway (a kernel restart there keeps its old token) ---------
+def kernel_creds(kernel_id: str, token: str) -> dict[str, str]:
+    return {"X-Jupyter-ACP-Token": token, "X-Jupyter-ACP-Kernel": kernel_id, "Authorization": ""}
+
+
+async def wrong_token_message(jp_fetch) -> str:
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch("jupyter-acp", "kernel", "whoami", headers=kernel_creds("k" * 36, "0" * 64))
+    assert err.value.code == 403
+    return json.loads(err.value.response.body)["message"]
+
+
+async def test_a_local_kernels_wrong_token_says_restart_it(acp_server, jp_fetch):  # noqa: F811
+    message = await wrong_token_message(jp_fetch)
+    assert "restart the kernel from Jupyter" in message and "Gateway" not in message, message
+
+
+class TestGatewayKernel:
+    @pytest.fixture
+    def jp_server_config(self, jp_server_config):
+        from jupyter_server.gateway.gateway_client import GatewayClient
+
+        GatewayClient.clear_instance()  # a process-wide singleton: this server's own, none left behind
+        # no gateway needs to answer: the token is checked before any kernel is looked up
+        yield {**jp_server_config, "GatewayClient": {"url": "http://127.0.0.1:9"}}
+        GatewayClient.clear_instance()
+
+    async def test_a_gateway_kernels_wrong_token_says_start_a_new_one(self, acp_server, jp_fetch):  # noqa: F811
+        message = await wrong_token_message(jp_fetch)
+        assert "shut it down and start a new kernel" in message and "Jupyter Gateway" in message, message
+        assert "restarting a kernel keeps its old token" in message, message
