@@ -443,6 +443,17 @@ async def test_terminals_end_with_a_reset(api, make_notebook, manager, hub):
     assert last["released"] and last["exitStatus"] is not None
 
 
+async def test_terminals_end_when_an_earlier_conversation_is_resumed(api, make_notebook, hub):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    await run(api, s["id"], [])
+    await api.call("POST", "sessions", s["id"], "reset")
+    results, _ = await run(api, s["id"], [create("sleep 60")])
+    pid = hub.terminals.terminals[results[0]["ok"]["terminalId"]].pid
+    earlier = [c for c in await api.call("GET", "sessions", s["id"], "conversations") if not c.get("current")]
+    await api.call("POST", "sessions", s["id"], "conversations", earlier[0]["id"], "resume")
+    assert not process_alive(pid)
+
+
 class TestEviction:
     @pytest.fixture
     def acp_config(self):

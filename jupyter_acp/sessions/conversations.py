@@ -171,7 +171,9 @@ class Conversations:
             raise HubError("the running turn did not end; try again", 409)
 
     async def _leave_conversation(self, session: NotebookSession) -> None:
-        """The current conversation ends here: the agent session is closed (a courtesy), its events are saved."""
+        """The current conversation ends here: its terminals end, the agent session is closed (a courtesy), its
+        events are saved."""
+        await self.terminals.end_session(session, "the conversation ended")
         conn = self.connections.get(session.agent)
         old = session.acp_session_id
         if conn is not None and conn.alive and old and conn.supports_close:

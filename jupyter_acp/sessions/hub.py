@@ -216,11 +216,6 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations, Cur
             self.mcp_host.stop()
         self._flush()
 
-    async def reset(self, session: NotebookSession) -> NotebookSession:
-        """A new conversation: the agent's terminals of the old one end first (see ``Turns.reset``)."""
-        await self.terminals.end_session(session, "the conversation was reset")
-        return await super().reset(session)
-
     def kill_agents_now(self) -> None:
         for conn in self.connections.values():
             if conn.process:

@@ -26,6 +26,8 @@ class HubSettings(Protocol):
     replay_page_bytes: int
     replay_page_events: int
     kernel_start_wait: float
+    terminal_output_bytes: int
+    max_terminals_per_session: int
 
     @property
     def default_agent_name(self) -> str: ...
