@@ -17,16 +17,15 @@ import asyncio
 import collections
 import logging
 import os
-import re
 import secrets
 import shlex
 import shutil
 import signal
 import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .terminal_output import ANSI, AgentTerminal, OutputBuffer, clean
 from .terminal_plan import (
     DEFAULT_MAX_TERMINALS,
     DEFAULT_OUTPUT_BYTES,
@@ -53,83 +52,6 @@ REPLAY_CHUNKS = 64
 #: terminado reads the end of a terminal before the process can be waited for and then hangs it up (SIGHUP) when
 #: it is not gone 0.1 s later, so a command that exited 0 could be reported as killed (seen in a third of runs)
 STATUS_WRAPPER = 'f=$1; shift; "$@"; s=$?; printf %s "$s" > "$f"; exit "$s"'
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
-
-
-def clean(text: str) -> str:
-    """Terminal output as text: line ends as ``\\n``, colour and cursor sequences dropped."""
-    return _ANSI.sub("", text.replace("\r\n", "\n"))
-
-
-class OutputBuffer:
-    """The last ``limit`` bytes of a terminal's output, cut from the start at a UTF-8 character boundary."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(0, int(limit))
-        self.data = bytearray()
-        self.truncated = False
-        self.total = 0  # bytes ever written
-
-    def write(self, text: str) -> None:
-        raw = text.encode("utf-8", errors="replace")
-        self.total += len(raw)
-        if len(raw) >= self.limit:
-            self.data = bytearray(raw[len(raw) - self.limit :]) if self.limit else bytearray()
-            self.truncated = self.truncated or len(raw) > self.limit
-        else:
-            self.data += raw
-            extra = len(self.data) - self.limit
-            if extra > 0:
-                del self.data[:extra]
-                self.truncated = True
-        # a cut in the middle of a character: drop its continuation bytes (0b10xxxxxx)
-        n = 0
-        while n < len(self.data) and n < 4 and (self.data[n] & 0xC0) == 0x80:
-            n += 1
-        if n:
-            del self.data[:n]
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-@dataclass
-class AgentTerminal:
-    """One command an agent runs: its Jupyter terminal, its output, its exit."""
-
-    id: str
-    session_id: str
-    name: str
-    command: str
-    args: list[str]
-    cwd: str
-    buffer: OutputBuffer
-    pid: int | None = None
-    exit_status: dict[str, Any] | None = None
-    exited: asyncio.Event = field(default_factory=asyncio.Event)
-    released: bool = False
-    killed: bool = False
-    #: the Jupyter terminal (terminado's ``PtyWithClients``) while it runs
-    pty: Any = None
-    #: where the wrapper writes the command's exit code
-    status_file: str = ""
-    started: float = field(default_factory=time.monotonic)
-    _pending: asyncio.TimerHandle | None = None
-    _last_event: float = 0.0
-    _partial: str = ""
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "terminalId": self.id,
-            "name": self.name,
-            "command": self.command,
-            "args": self.args,
-            "cwd": self.cwd,
-            "running": self.exit_status is None,
-            "exitStatus": self.exit_status,
-            "released": self.released,
-        }
 
 
 class _Listener:
@@ -345,7 +267,7 @@ class TerminalService:
         text = terminal._partial + text
         # an escape sequence cut at the end of a read waits for the rest (bounded: a stray ESC passes)
         cut = text.rfind("\x1b")
-        if cut != -1 and len(text) - cut < 32 and not _ANSI.search(text, cut):
+        if cut != -1 and len(text) - cut < 32 and not ANSI.search(text, cut):
             terminal._partial, text = text[cut:], text[:cut]
         else:
             terminal._partial = ""
