@@ -167,10 +167,11 @@ def test_agent_edited_cells_are_marked_with_undo_per_cell(ui):
     expect(notice).to_contain_text("Reverted the agent's edits of one cell (1 change)", timeout=LONG)
 
     # the user types in the inserted cell: it is theirs now, the mark goes (and stays gone)
-    cells.nth(2).locator(".cm-content").click(position={"x": 40, "y": 6})
+    cells.nth(2).locator(".cm-content").click()
+    page.keyboard.press("End")
     page.keyboard.type("  # mine")
     expect(cells.nth(2)).not_to_have_class(marked)
-    expect(cells.nth(2)).to_contain_text("# mine")
+    expect(cells.nth(2)).to_contain_text("y = 1  # mine")
     shot(ui, "cell-undo-and-typed")
     page.wait_for_timeout(1500)
     expect(cells.nth(2)).not_to_have_class(marked)
