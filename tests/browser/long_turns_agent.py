@@ -40,9 +40,7 @@ def _agent_class() -> type:
             return {"stopReason": "end_turn"}
 
         async def _plan(self, sid: str, states: list[str]) -> None:
-            entries = [
-                {"content": c, "priority": "medium", "status": s} for c, s in zip(STEPS, states, strict=True)
-            ]
+            entries = [{"content": c, "priority": "medium", "status": s} for c, s in zip(STEPS, states, strict=True)]
             await self.conn.notify(
                 "session/update", {"sessionId": sid, "update": {"sessionUpdate": "plan", "entries": entries}}
             )
