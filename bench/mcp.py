@@ -13,14 +13,15 @@ Goals: call within 1.5x of the floor plus the tool's own time; p95 under load wi
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+import httpx
 import nbformat
 
 from jupyter_acp.testing.events import message_text
@@ -38,9 +39,58 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def bench_turn(server: ServerProcess, sid: str, calls: int) -> dict[str, list[float]]:
-    turn, events = server.turn(sid, f"bench {calls} client_notebook_outline", timeout=300)
-    return json.loads(message_text(events, turn))
+class Client:
+    """The bench's side: one asyncio loop and one keep-alive ``httpx.AsyncClient`` for every session.
+
+    It used to be a thread per session, each polling through ``httpx.get`` (a new client, so a new SSL
+    context, per request): about two thirds of all CPU samples of a run on 2 cores were the bench's own
+    client building SSL contexts, not the server it measures. A turn's end is polled on the small session
+    route with a back-off, and only then are its events read (from where they stood when it started).
+    """
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.http = httpx.AsyncClient(
+            headers=server.headers, timeout=300, limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)
+        )
+
+    async def turn(self, sid: str, text: str, timeout: float = 300) -> dict[str, list[float]]:
+        url = self.server.url
+        newest = (await self.http.get(url("sessions", sid, "events"), params={"before": 1 << 62, "limit": 1})).json()
+        before = newest[-1]["seq"] if newest else 0
+        resp = await self.http.post(url("sessions", sid, "prompt"), json={"text": text})
+        resp.raise_for_status()
+        turn = resp.json()["turn_id"]
+        deadline = time.monotonic() + timeout
+        pause = 0.02
+        while time.monotonic() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
+            if (await self.http.get(url("sessions", sid))).json().get("turn_id") == turn:
+                continue
+            events = (await self.http.get(url("sessions", sid, "events"), params={"after": before})).json()
+            if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in events):
+                return json.loads(message_text(events, turn))
+        raise AssertionError(f"turn {turn} of {sid} did not end")
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+async def run(server: ServerProcess, sids: list[str], calls: int) -> tuple[list[float], dict, list[dict], float]:
+    client = Client(server)
+    try:
+        cold = []
+        for sid in sids:  # the first call of a notebook opens its live document (a one-time cost)
+            cold.append((await client.turn(sid, "bench 1 client_notebook_outline"))["call"][0])
+        idle = await client.turn(sids[0], f"bench {calls} client_notebook_outline")
+        per = max(10, calls // 10)
+        t0 = time.perf_counter()
+        loaded = await asyncio.gather(*(client.turn(sid, f"bench {per} client_notebook_outline") for sid in sids))
+        wall = time.perf_counter() - t0
+    finally:
+        await client.close()
+    return cold, idle, list(loaded), wall
 
 
 def main() -> None:
@@ -66,25 +116,7 @@ def main() -> None:
     server.start()
     try:
         sids = [server.open_session(f"nb{i:02d}.ipynb", "bench")["id"] for i in range(args.sessions)]
-        cold = []
-        for sid in sids:  # the first call of a notebook opens its live document (a one-time cost)
-            cold.append(bench_turn(server, sid, 1)["call"][0])
-        idle = bench_turn(server, sids[0], args.calls)
-        loaded: list[dict[str, list[float]]] = []
-        lock = threading.Lock()
-
-        def one(sid: str) -> None:
-            result = bench_turn(server, sid, max(10, args.calls // 10))
-            with lock:
-                loaded.append(result)
-
-        threads = [threading.Thread(target=one, args=(sid,)) for sid in sids]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
+        cold, idle, loaded, wall = asyncio.run(run(server, sids, args.calls))
     finally:
         server.stop()
     call, ping = statistics.median(idle["call"]), statistics.median(idle["ping"])
