@@ -156,6 +156,13 @@ def test_agent_edited_cells_are_marked_with_undo_per_cell(ui):
     idle(panel)
     expect(cells.first.locator(".jp-ACP-cellMark")).to_contain_text("Agent edit")
     shot(ui, "cell-marks")
+    theme = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
+    page.evaluate(theme, "JupyterLab Dark")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
+    page.wait_for_timeout(500)
+    shot(ui, "cell-marks-dark")
+    page.evaluate(theme, "JupyterLab Light")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
 
     # Undo on one cell: only its agent edit goes; the inserted cell stays marked
     cells.first.locator(".jp-ACP-cellUndo").click()
