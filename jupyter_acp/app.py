@@ -1,10 +1,18 @@
-"""The server extension: configuration, wiring, start and stop."""
+"""The server extension: configuration, wiring, start and stop.
+
+Loading the extension stays cheap (issue 16: the server's start at most 50 ms slower): at load only the settings,
+the routes (their modules import their collaborators lazily) and the event listeners are set up; the session hub,
+the transcript store, the tool surface and the agent catalog (pydantic, pycrdt, anyio, ... included) are built in a
+background thread (``start.py``). A request that comes before they are ready waits for them without blocking the
+event loop; if the build failed every route answers 503 with the reason (and the log has the traceback).
+"""
 
 from __future__ import annotations
 
 import atexit
 import os
-from typing import Any, cast
+import time
+from typing import TYPE_CHECKING, Any, cast
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
@@ -12,18 +20,20 @@ from tornado import web
 from traitlets import Dict, Float, Integer, Unicode, default
 
 from ._version import __version__
-from .acp.process import curated_env
-from .agents.catalog import AgentSpec, default_agents, detected_agents
-from .agents.credentials import AgentSettingsStore
 from .http import kernel_routes
 from .http.base import image_bytes
 from .http.user_routes import handlers
-from .sessions.hub import SessionHub
-from .sessions.store import TranscriptStore
-from .tools.registry import build_tool_surface
-from .tools.services import JupyterACPTools
+from .start import Background, StartupError, gated
+
+if TYPE_CHECKING:
+    from .agents.catalog import AgentSpec
+    from .agents.credentials import AgentSettingsStore
+    from .sessions.hub import SessionHub
+    from .sessions.store import TranscriptStore
+    from .tools import ToolSurface
 
 CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
+KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 
 
 class JupyterACP(ExtensionApp):
@@ -120,22 +130,82 @@ class JupyterACP(ExtensionApp):
     def _default_store_path(self) -> str:
         return os.path.join(jupyter_data_dir(), "jupyter_acp", "transcripts.sqlite")
 
+    startup_delay = Float(
+        0.0,
+        config=True,
+        help="Testing: seconds the background start waits before it builds the hub (a slow start, simulated); "
+        "requests wait for it meanwhile.",
+    )
+    startup_wait = Float(
+        120.0,
+        config=True,
+        help="Seconds a request waits for the extension's background start before it is answered 503 (retry).",
+    )
+
+    #: the hub, tools, store, agent settings and catalog once built (``_built``)
+    _built_parts: dict[str, Any] | None = None
+
     # -- wiring ----------------------------------------------------------------------------------
+    # At load only what registering needs; the rest in a thread (start.py). Whatever touches the hub, the tools,
+    # the store or the agent catalog before they are ready blocks until they are (see ``_built``): the routes never
+    # do (they await ``background.ready()`` first).
     def initialize_settings(self) -> None:
-        self.agent_specs = self._load_agent_specs()
-        if self.default_agent not in self.agent_specs:
+        assert self.serverapp is not None
+        self._stopping = False
+        self._kernel_events_before_ready = 0
+        self.background = Background(
+            self.log, self.serverapp.io_loop, self._prepare, self._finish, lambda: self.startup_wait
+        )
+        atexit.register(self._kill_agents_now)
+        # listeners at load, so that no event is missed; they wait for the hub (renames) or are replayed to it
+        self._listen_for_renames()
+        self._listen_for_kernels()
+        self.background.start()
+
+    def _prepare(self) -> dict[str, Any]:
+        """In the start thread: the imports a request needs and the blocking I/O (the store's file)."""
+        if self.startup_delay > 0:
+            time.sleep(self.startup_delay)
+        fault = os.environ.get("JUPYTER_ACP_TEST_STARTUP_FAULT")
+        if fault:  # tests: a start that fails
+            raise RuntimeError(fault)
+        from .agents.credentials import AgentSettingsStore
+        from .http import bodies  # noqa: F401 - pydantic and the request models, before the first request
+        from .sessions import hub  # noqa: F401 - the hub and everything it uses
+        from .sessions.store import TranscriptStore
+        from .tools import registry, services  # noqa: F401
+
+        specs = self._load_agent_specs()
+        if self.default_agent not in specs:
             self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
-        self.store = TranscriptStore(self.store_path)
-        self.store.open()
+        store = TranscriptStore(self.store_path)
+        store.open()
         # per-agent settings set from the panel (a model, a key): 0600, next to the store in its private folder
         private = self.store_path if os.path.isabs(self.store_path) else self._default_store_path()
-        self.agent_settings = AgentSettingsStore(os.path.dirname(private))
-        self.tools = build_tool_surface(self.serverapp, JupyterACPTools(parent=self))
-        self.hub = SessionHub(self, self.store, self.tools)
-        atexit.register(self.hub.kill_agents_now)
-        self._listen_for_renames()
-        assert self.serverapp is not None
-        self.hub.follower.listen(self.serverapp.event_logger)
+        return {"agent_specs": specs, "store": store, "agent_settings": AgentSettingsStore(os.path.dirname(private))}
+
+    def _finish(self, prepared: dict[str, Any]) -> dict[str, Any]:
+        """On the server's loop: the tool surface and the hub (they belong to the loop)."""
+        from .sessions.hub import SessionHub
+        from .tools.registry import build_tool_surface
+        from .tools.services import JupyterACPTools
+
+        store = prepared["store"]
+        if self._stopping:
+            store.close()
+            raise RuntimeError("the server stopped before the extension had started")
+        try:
+            tools = build_tool_surface(self.serverapp, JupyterACPTools(parent=self))
+            built = {**prepared, "tools": tools}
+            self._built_parts = built  # the hub's constructor asks the app for settings (agent_specs, ...)
+            built["hub"] = hub = SessionHub(self, store, tools)
+        except BaseException:
+            self._built_parts = None
+            store.close()
+            raise
+        hub.follower.listen(cast(Any, self.serverapp).event_logger)
+        if self._kernel_events_before_ready:  # kernels that started (or stopped) while the hub was being built
+            hub.follower.kernel_changed()
         self.log.info(
             "jupyter_acp %s: agents %s (default %r), transcripts in %s",
             __version__,
@@ -143,19 +213,65 @@ class JupyterACP(ExtensionApp):
             self.default_agent,
             self.store_path,
         )
+        return built
+
+    def _built(self, name: str) -> Any:
+        parts = getattr(self, "_built_parts", None)
+        if parts is None or name not in parts:
+            parts = self.background.require()
+        return parts[name]
+
+    @property
+    def hub(self) -> SessionHub:
+        return cast("SessionHub", self._built("hub"))
+
+    @property
+    def tools(self) -> ToolSurface:
+        return cast("ToolSurface", self._built("tools"))
+
+    @property
+    def store(self) -> TranscriptStore:
+        return cast("TranscriptStore", self._built("store"))
+
+    @property
+    def agent_settings(self) -> AgentSettingsStore:
+        return cast("AgentSettingsStore", self._built("agent_settings"))
+
+    @property
+    def agent_specs(self) -> dict[str, AgentSpec]:
+        return cast("dict[str, AgentSpec]", self._built("agent_specs"))
+
+    @agent_specs.setter
+    def agent_specs(self, value: dict[str, AgentSpec]) -> None:
+        self._built("agent_specs")
+        cast(dict, self._built_parts)["agent_specs"] = value
+
+    def _kill_agents_now(self) -> None:
+        parts = getattr(self, "_built_parts", None)
+        if parts and "hub" in parts:
+            parts["hub"].kill_agents_now()
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(handlers())
-        self.handlers.extend(kernel_routes.handlers())
+        def background(handler: Any) -> Background:
+            return cast(JupyterACP, handler.extensionapp).background
+
+        for route in [*handlers(), *kernel_routes.handlers()]:
+            self.handlers.append((route[0], gated(route[1], background), *route[2:]))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         kernel_routes.start(self)
 
     def _listen_for_renames(self) -> None:
-        """A renamed notebook (or folder) keeps its conversation: follow the contents service."""
+        """A renamed notebook (or folder) keeps its conversation: follow the contents service (from load on; a
+        rename while the hub is being built waits for it, in order)."""
 
         async def on_contents_event(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
             if data.get("action") == "rename" and data.get("source_path") and data.get("path"):
+                try:
+                    await self.background.ready()
+                except StartupError as exc:
+                    self.log.warning("jupyter_acp: rename of %s not followed: %s", data["source_path"], exc)
+                    return
                 self.hub.rename(data["source_path"], data["path"])
 
         try:
@@ -163,7 +279,23 @@ class JupyterACP(ExtensionApp):
         except Exception as exc:  # an older server without the schema: renames just don't follow
             self.log.warning("jupyter_acp: renames will not be followed (%s)", exc)
 
+    def _listen_for_kernels(self) -> None:
+        """Kernel starts and stops before the hub is ready: counted, told to its tool-list follower once it is
+        (which then listens itself)."""
+
+        async def on_kernel_event(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+            if not self.background.done and data.get("action") in ("start", "restart", "shutdown"):
+                self._kernel_events_before_ready += 1
+
+        try:
+            cast(Any, self.serverapp).event_logger.add_listener(schema_id=KERNEL_ACTIONS, listener=on_kernel_event)
+        except Exception as exc:  # the follower says so too, once it listens
+            self.log.debug("jupyter_acp: kernel events not followed before start (%s)", exc)
+
     def _load_agent_specs(self) -> dict[str, AgentSpec]:
+        from .agents.catalog import default_agents
+        from .agents.spec import AgentSpec
+
         specs = default_agents()
         for name, entry in (self.agents or {}).items():
             if entry is None:
@@ -181,25 +313,27 @@ class JupyterACP(ExtensionApp):
 
     async def stop_extension(self) -> None:
         kernel_routes.stop(self)
-        hub = getattr(self, "hub", None)
+        self._stopping = True  # a start still running closes its store when it ends
+        parts = getattr(self, "_built_parts", None) or {}
+        hub = parts.get("hub")
         if hub is not None:
             await hub.stop()
-        tools = getattr(self, "tools", None)
+        tools = parts.get("tools")
         if tools is not None:
             await tools.close()  # kernel clients, subshells
-        store = getattr(self, "store", None)
+        store = parts.get("store")
         if store is not None:
             store.close()
 
     # -- what the hub asks -----------------------------------------------------------------------
     def agent_env(self, spec: AgentSpec) -> dict[str, str]:
+        from .acp.process import curated_env
+
         token = getattr(cast(Any, self.serverapp).identity_provider, "token", "") or ""
         # values set from the panel for THIS agent only, where neither the environment nor its config sets them
         name = next((n for n, s in self.agent_specs.items() if s is spec), None)
         stored = self.agent_settings.env_for(name, os.environ, spec.env) if name else {}
-        return curated_env(
-            os.environ, passthrough=spec.passthrough_env, extra={**stored, **spec.env}, secrets=[token]
-        )
+        return curated_env(os.environ, passthrough=spec.passthrough_env, extra={**stored, **spec.env}, secrets=[token])
 
     def check_prompt(self, blocks: list[dict[str, Any]]) -> None:
         if len(blocks) > self.max_prompt_blocks:
@@ -252,6 +386,8 @@ class JupyterACP(ExtensionApp):
                     ),
                 }
             )
+        from .agents.catalog import detected_agents
+
         for name, entry in detected_agents(self.agent_specs).items():
             config = {k: entry[k] for k in ("command", "args", "title", "tool_channel")}
             out.append(

@@ -1,58 +1,33 @@
-"""Agent configuration: what an agent entry may say, the defaults, and agents found on PATH.
+"""Agent configuration: the defaults, and agents found on PATH; what an entry may say is ``spec.AgentSpec``.
 
-Agent commands come from configuration only (``c.JupyterACP.agents``), never from a request.
+Agent commands come from configuration only (``c.JupyterACP.agents``), never from a request. ``AgentSpec`` (a pydantic
+model) is imported when first named (``catalog.AgentSpec`` still works): the route modules that import this one at
+the server's start need only ``KNOWN_AGENTS`` and ``detected_agents``.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import TYPE_CHECKING, Any
 
 from ..acp.process import resolve_command
 
-ToolChannel = Literal["auto", "client-tools", "mcp-http", "mcp-stdio", "both", "none"]
-Discovery = Literal["meta", "request"]
+if TYPE_CHECKING:
+    from .spec import AgentSpec, Discovery, ToolChannel  # noqa: F401
 
 
-class AgentSpec(BaseModel):
-    """One entry of ``c.JupyterACP.agents``."""
+def __getattr__(name: str) -> Any:
+    if name in ("AgentSpec", "ToolChannel", "Discovery"):
+        from . import spec
 
-    model_config = ConfigDict(extra="forbid")
-
-    command: str = Field(description="Executable: absolute path or a name looked up on PATH.")
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="Extra variables set for this agent.")
-    passthrough_env: list[str] = Field(
-        default_factory=list, description="Names (or fnmatch patterns) of server variables this agent may see."
-    )
-    title: str = ""
-    tool_channel: ToolChannel = "auto"
-    client_tools_discovery: Discovery = "request"
-    preamble: bool = Field(
-        default=True,
-        description="Also tell an MCP-channel agent about the notebook in a block after its first prompt "
-        "(for agents that ignore the MCP server's instructions); never in front of the user's words.",
-    )
-
-    @field_validator("command")
-    @classmethod
-    def _non_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("command must not be empty")
-        return value
-
-    @property
-    def argv(self) -> list[str]:
-        return [self.command, *self.args]
-
-    def resolved(self) -> str | None:
-        return resolve_command(self.command)
+        return getattr(spec, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_agents() -> dict[str, AgentSpec]:
     """The agents a fresh install has: the built-in agent and its echo mode."""
+    from .spec import AgentSpec
+
     py = sys.executable
     # The client queues turns past JupyterACP.max_concurrent_turns; the agent's own cap sits above it
     # so that a notebook opening while others run is never refused.

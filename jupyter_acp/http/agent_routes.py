@@ -19,23 +19,25 @@ import os
 import re
 import shlex
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from jupyter_core.paths import jupyter_config_dir
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
-from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
 from ..acp.connection import AgentError, auth_env_vars, auth_kind
 from ..acp.process import BASE_ENV, NEVER_PASS
 from ..agents import litellm_catalog
-from ..agents.catalog import KNOWN_AGENTS, AgentSpec, detected_agents
+from ..agents.catalog import KNOWN_AGENTS, detected_agents
 from ..agents.credentials import SettingsError
 from ..protocol.kernel_link import AUTH_RESOURCE
-from .base import parse_body
+from .base import AuthenticateBody, EnableBody, SettingsBody, parse_body
 from .user_routes import BaseHandler
+
+if TYPE_CHECKING:  # pydantic stays off the server's start
+    from ..agents.catalog import AgentSpec
 
 #: an agent's name in a route
 NAME = r"(?P<name>[A-Za-z0-9_.-]{1,64})"
@@ -43,20 +45,6 @@ NAME = r"(?P<name>[A-Za-z0-9_.-]{1,64})"
 MODEL_VAR, BASE_VAR = "JUPYTER_ACP_MODEL", "JUPYTER_ACP_API_BASE"
 #: the file ``POST /agents/enable`` writes, under the user's Jupyter config dir
 ENABLED_FILE = os.path.join("jupyter_server_config.d", "jupyter_acp_agents.json")
-
-
-class SettingsBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    model: str | None = Field(default=None, max_length=300)
-    api_base: str | None = Field(default=None, max_length=2048)
-    key_env: str | None = Field(default=None, max_length=64)
-    key: str | None = Field(default=None, max_length=4096)
-    env: dict[str, str] | None = None
-
-
-class AuthenticateBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    methodId: str = Field(min_length=1, max_length=200)
 
 
 def is_builtin(spec: AgentSpec) -> bool:
@@ -244,11 +232,6 @@ class AuthenticateHandler(AgentHandler):
         self.send({**self.describe(name), "authenticated": True})
 
 
-class EnableBody(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    name: str = Field(min_length=1, max_length=64)
-
-
 class EnableHandler(BaseHandler):
     @web.authenticated
     @authorized
@@ -278,6 +261,8 @@ class EnableHandler(BaseHandler):
                 f"{', '.join(sorted(found)) or 'none found now'}); install it, or add it to c.JupyterACP.agents",
             )
         entry = {k: KNOWN_AGENTS[name][k] for k in KNOWN_AGENTS[name] if k != "path"}
+        from ..agents.catalog import AgentSpec  # pydantic: imported by the background build, off the start
+
         spec = AgentSpec.model_validate(entry)
         path = write_enabled(name, entry)
         app.agent_specs[name] = spec

@@ -6,44 +6,59 @@ a kernel's own token) validate prompts alike and answer the hub's refusals alike
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tornado import web
 
-from ..sessions.hub import HubError
+from ..sessions.model import HubError
 
 
 # -- request bodies ------------------------------------------------------------------------------
-class OpenSessionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    notebook: str
-    agent: str | None = None
+class LazyBody:
+    """A request body's model (in ``bodies.py``) by name: pydantic is imported when a body is first parsed (the
+    extension's background build does it before the first request), never while the server starts."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def model(self) -> Any:
+        return getattr(importlib.import_module(f"{__package__}.bodies"), self.name)
+
+    def model_validate(self, data: Any) -> Any:
+        return self.model.model_validate(data)
+
+    def __repr__(self) -> str:
+        return f"LazyBody({self.name!r})"
 
 
-class PromptBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: str | None = None
-    prompt: list[dict[str, Any]] | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> PromptBody:
-        if (self.text is None) == (self.prompt is None):
-            raise ValueError("give either 'text' or 'prompt' (a list of ACP content blocks)")
-        return self
-
-    def blocks(self) -> list[dict[str, Any]]:
-        if self.text is not None:
-            return [{"type": "text", "text": self.text}]
-        assert self.prompt is not None
-        for n, block in enumerate(self.prompt, 1):
-            if not isinstance(block.get("type"), str):
-                raise ValueError("every content block needs a 'type'")
-            if block["type"] == "image":
-                check_image_block(block, n)
-        return self.prompt
+if TYPE_CHECKING:  # the checker sees the models themselves
+    from .bodies import (
+        AuthenticateBody,
+        ConfigBody,
+        CurrentAgentBody,
+        EnableBody,
+        KernelPromptBody,
+        ModeBody,
+        OpenSessionBody,
+        PermissionBody,
+        PromptBody,
+        SettingsBody,
+    )
+else:
+    OpenSessionBody = LazyBody("OpenSessionBody")
+    PromptBody = LazyBody("PromptBody")
+    ModeBody = LazyBody("ModeBody")
+    ConfigBody = LazyBody("ConfigBody")
+    PermissionBody = LazyBody("PermissionBody")
+    KernelPromptBody = LazyBody("KernelPromptBody")
+    SettingsBody = LazyBody("SettingsBody")
+    AuthenticateBody = LazyBody("AuthenticateBody")
+    EnableBody = LazyBody("EnableBody")
+    CurrentAgentBody = LazyBody("CurrentAgentBody")
 
 
 #: the image types a prompt may carry (what browsers paste and models take)
@@ -72,33 +87,10 @@ def image_bytes(block: dict[str, Any]) -> int:
     return len(data) * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
 
 
-class ModeBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    mode_id: str = Field(min_length=1)
+def parse_body(raw: bytes | None, model: Any) -> Any:
+    """A request body as ``model`` (a pydantic model or a ``LazyBody``), or a 400 that says which field is wrong and why."""
+    from pydantic import ValidationError  # imported by then (the background build, or the model itself)
 
-
-class ConfigBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    config_id: str = Field(min_length=1)
-    value: str | bool
-
-
-class PermissionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    option_id: str = Field(min_length=1)
-
-
-class KernelPromptBody(PromptBody):
-    """A prompt from the ``%acp`` magic: the kernel names itself, may pick an agent, a new conversation, context."""
-
-    kernel_id: str | None = None
-    agent: str | None = None
-    new: bool = False
-    context: dict[str, Any] | None = None
-
-
-def parse_body(raw: bytes | None, model: type[BaseModel]) -> Any:
-    """A request body as ``model``, or a 400 that says which field is wrong and why."""
     try:
         data = json.loads(raw or b"{}")
     except ValueError:

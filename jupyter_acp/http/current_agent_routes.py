@@ -4,22 +4,11 @@ changes it (write: a read-only user gets 403); the kernel's own way to it is ``k
 
 from __future__ import annotations
 
-from typing import Literal
-
 from jupyter_server.auth.decorator import authorized
-from pydantic import BaseModel, ConfigDict
 from tornado import web
 
-from .base import hub_errors
+from .base import CurrentAgentBody, hub_errors
 from .user_routes import BaseHandler
-
-
-class CurrentAgentBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str | None = None
-    #: who changes it, as the notice says: the panel's picker, or anyone else through the API
-    by: Literal["panel", "api"] = "api"
 
 
 class CurrentAgentHandler(BaseHandler):

@@ -8,7 +8,6 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..notebook import NotebookError
 from .user_routes import BaseHandler
 
 
@@ -40,6 +39,8 @@ class RevertHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def post(self, session_id: str) -> None:
+        from ..notebook import NotebookError  # pycrdt: imported by the extension's background start, not at load
+
         session = self.session(session_id)
         try:
             body: Any = json.loads(self.request.body or b"{}")

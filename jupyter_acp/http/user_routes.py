@@ -15,12 +15,11 @@ from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
-from pydantic import BaseModel, ValidationError
 from tornado import web, websocket
 
 from ..protocol.kernel_link import AUTH_RESOURCE
-from ..sessions.hub import HubError, NotebookSession, SessionHub, encode
-from ..sessions.store import cap_event
+from ..sessions.model import HubError, encode
+from ..sessions.store_cap import cap_event
 from .base import (
     ConfigBody,
     ModeBody,
@@ -31,6 +30,9 @@ from .base import (
     hub_errors,
     parse_body,
 )
+
+if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
+    from ..sessions.hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
     def hub(self) -> SessionHub:
         return self.extensionapp.hub
 
-    def parse(self, model: type[BaseModel]) -> Any:
+    def parse(self, model: Any) -> Any:  # a pydantic model or a base.LazyBody
         return parse_body(self.request.body, model)
 
     def session(self, session_id: str) -> NotebookSession:
@@ -394,8 +396,10 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._drop()
 
 
-def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
+def _validated(model: Any, data: dict[str, Any]) -> Any:
     """An op's fields as ``model`` (as ``parse_body`` does for a route), or a 400 saying which field and why."""
+    from pydantic import ValidationError  # off the server's start (the background build imported it already)
+
     try:
         return model.model_validate(data)
     except ValidationError as exc:

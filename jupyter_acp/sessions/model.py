@@ -6,10 +6,12 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import codec
-from .store import SessionRecord
+
+if TYPE_CHECKING:  # the store (and pydantic) stays off the server's start: handlers import this module
+    from .store import SessionRecord
 
 #: called with a batch of events and the same events JSON-encoded (encoded once, for store and wire)
 Subscriber = Callable[[list[dict[str, Any]], list[str]], None]
