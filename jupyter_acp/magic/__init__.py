@@ -112,7 +112,8 @@ class AcpMagics(Magics):
     def agent_for(self, explicit: str | None) -> str | None:
         return explicit or self._agent or self.default_agent or None
 
-    def use_agent(self, name: str) -> None:
+    def use_agent(self, name: str | None) -> None:
+        """The agent this kernel's prompts go to; ``None``: follow the notebook's agent the server keeps."""
         self._agent = name
 
     def show(self, text: str, markdown: str | None = None) -> None:

@@ -43,7 +43,7 @@ HELP = """\
 %acp PROMPT                one-line prompt (options as above, AGENT as --agent NAME)
 %acp help                  this text
 %acp agents                the agents you can use
-%acp use AGENT             the agent this kernel's prompts go to
+%acp use AGENT             the notebook's agent (the Agent panel shows it too; %%acp without an agent uses it)
 %acp status                server, notebook, agent and session
 %acp history               this notebook's current conversation (its latest page)
 %acp history --all         this notebook's conversations, numbered from the oldest
