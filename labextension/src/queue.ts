@@ -175,7 +175,12 @@ export class PromptQueue {
         'jp-ACP-queuedHead',
         q.urgent ? 'Next, once the agent stops' : 'Queued: sent when the agent finishes'
       );
-      const text = el('div', 'jp-ACP-queuedText', q.text || '(attachments)');
+      const text = el('div', 'jp-ACP-queuedText', q.text || '(attachments only)');
+      const extra = q.blocks.filter(b => b?.type !== 'text').length;
+      if (extra) {
+        // the selection, @variables and images read when Enter was pressed go with it
+        text.appendChild(el('span', 'jp-ACP-muted', ` + ${extra} attachment${extra === 1 ? '' : 's'}`));
+      }
       const actions = el('div', 'jp-ACP-queuedActions');
       if (!q.urgent) {
         actions.appendChild(
