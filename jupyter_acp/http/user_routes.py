@@ -418,6 +418,7 @@ def handlers() -> list[tuple[str, type]]:
     from .agent_routes import handlers as agent_handlers
     from .conversation_routes import handlers as conversation_handlers
     from .current_agent_routes import handlers as current_agent_handlers
+    from .elicitation_routes import handlers as elicitation_handlers
     from .frontend_socket import FrontendWebSocket
     from .revert import RevertHandler
 
@@ -440,4 +441,5 @@ def handlers() -> list[tuple[str, type]]:
         *conversation_handlers(),  # the notebook's past conversations (conversation_routes.py)
         *agent_handlers(),  # set an agent up: settings, models, login, enable (agent_routes.py)
         *current_agent_handlers(),  # the notebook's current agent, panel and magic alike (current_agent_routes.py)
+        *elicitation_handlers(),  # the user's answers to an agent's questions (elicitation_routes.py)
     ]

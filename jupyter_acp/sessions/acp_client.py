@@ -18,6 +18,8 @@ from ..protocol.client_tools import call_ids
 from ..protocol.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, RpcError
 from ..tools.files import FileRefused
 from ..tools.host import Action, Refused
+from .elicitations import COMPLETE as ELICITATION_COMPLETE
+from .elicitations import METHOD as ELICITATION_CREATE
 from .gate import FS_READ, FS_WRITE, TERMINAL_CREATE, TERMINAL_METHODS
 from .terminals import TerminalRefused
 
@@ -57,6 +59,9 @@ class ClientEndpoint:
             self.hub.emit(session, "session_update", update=update)
             self._track_session_state(session, update)
             return
+        if method == ELICITATION_COMPLETE:
+            self.hub.complete_elicitation((self.conn.name, self.conn.generation), params)
+            return
         if method.startswith("_"):
             log.debug("extension notification %s ignored", method)
             return
@@ -83,6 +88,9 @@ class ClientEndpoint:
                 raise RpcError(INVALID_PARAMS, "request_permission needs at least one option")
             outcome = await self.hub.ask_permission(session, tool_call, options)
             return {"outcome": outcome}
+        if method == ELICITATION_CREATE:
+            session = self._session(params.get("sessionId"))  # one of this agent's sessions, during its turn
+            return await self.hub.ask_elicitation(session, (self.conn.name, self.conn.generation), params)
         if method == FS_READ:
             return await self._read_text_file(params)
         if method == FS_WRITE:

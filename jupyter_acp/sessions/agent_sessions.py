@@ -10,6 +10,7 @@ from ..channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
 from ..protocol import client_tools
 from ..protocol.jsonrpc import RpcError
 from .acp_client import ClientEndpoint
+from .elicitations import CAPABILITY as ELICITATION_CAPABILITY
 from .model import HubError, NotebookSession
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class AgentSessions:
         caps: dict[str, Any] = {
             "fs": {"readTextFile": True, "writeTextFile": True},
             "terminal": self.terminals.available,
+            "elicitation": dict(ELICITATION_CAPABILITY),  # form and url (elicitations.py)
         }
         if getattr(self.serverapp, "terminals_enabled", False):
             caps["auth"] = {"terminal": True}  # a terminal login method: the panel opens a JupyterLab terminal
@@ -92,6 +94,7 @@ class AgentSessions:
             if session.acp_generation == conn.generation:
                 session.acp_generation = None
             self._cancel_pending_permissions(session)
+            self._cancel_pending_elicitations(session, f"agent {conn.name!r} exited")
             self.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
 
     async def _warm_up(self, session: NotebookSession) -> None:

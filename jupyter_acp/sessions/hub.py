@@ -25,6 +25,7 @@ from ..tools.files import FileRules
 from .agent_sessions import AgentSessions
 from .conversations import Conversations
 from .current_agent import CurrentAgents
+from .elicitations import Elicitations
 from .events import EventLog
 from .follow import ToolListFollower
 from .gate import Gate
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations, CurrentAgents):
+class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conversations, CurrentAgents):
     """The facade the routes and the app hold: the session registry and the lifecycle here; the event log,
     agent sessions, turns and permissions in their own modules (mixins of one object, one state)."""
 
@@ -61,6 +62,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations, Cur
         self.store = store
         self.tools = tools
         self.sessions: dict[str, NotebookSession] = {}
+        self.elicitations = {}  # questions of agents waiting for the user (elicitations.py)
         self._by_key: dict[tuple[str, str], NotebookSession] = {}
         self._by_acp: dict[tuple[str, str], NotebookSession] = {}
         self.connections: dict[str, AgentConnection] = {}
@@ -208,6 +210,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations, Cur
         await self.terminals.stop()
         for session in self.sessions.values():
             self._cancel_pending_permissions(session)
+            self._cancel_pending_elicitations(session, "the server is stopping")
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -234,6 +237,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations, Cur
             "modes": session.modes,
             "config_options": session.config_options,
             "pending_permissions": list(session.pending_permissions),
+            "pending_elicitations": [k for k, p in self.elicitations.items() if p.session_id == session.id and not p.answered],
             "always_allowed": sorted(session.always_allowed),
             "tool_channels": sorted(session.channels),
         }

@@ -112,6 +112,7 @@ class Turns:
         if session.turn is not turn:
             return
         self._cancel_pending_permissions(session)
+        self._cancel_pending_elicitations(session, "the turn ended")
         session.turn = None
         self.emit(
             session,
@@ -189,6 +190,7 @@ class Turns:
             return False
         turn.cancelled = True
         self._cancel_pending_permissions(session)
+        self._cancel_pending_elicitations(session, "the turn was stopped")
         conn = self.connections.get(session.agent)
         if conn is not None and session.acp_session_id:
             await conn.notify("session/cancel", {"sessionId": session.acp_session_id})

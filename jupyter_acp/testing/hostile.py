@@ -22,6 +22,9 @@ turn are only in the report). Actions:
                                                             release) with this session's id unless params name
                                                             one; ``as`` keeps the answer's terminalId as ``$V``
   {"do": "sleep", "seconds": S}                             wait (a command runs meanwhile)
+  {"do": "elicit", "params": {...}}                         ``elicitation/create`` with this session's id unless params
+                                                            name one (``"sessionId": null`` sends none); the answer
+  {"do": "elicit_complete", "elicitationId": E}             the ``elicitation/complete`` notification
 
 Strings ``"$V"`` anywhere in an action are replaced by what ``as`` kept (``$sid``: this session's id).
 
@@ -168,6 +171,14 @@ class HostileAgent:
             if a.get("as") and isinstance(answer, dict):
                 self.vars[str(a["as"])] = answer.get("terminalId")
             return answer
+        if do == "elicit":
+            params = {"sessionId": sid, **(a.get("params") or {})}
+            if params["sessionId"] is None:
+                del params["sessionId"]
+            return await self.conn.request("elicitation/create", params)
+        if do == "elicit_complete":
+            await self.conn.notify("elicitation/complete", {"elicitationId": a.get("elicitationId")})
+            return "sent"
         if do == "sleep":
             await asyncio.sleep(float(a.get("seconds", 0.5)))
             return "slept"

@@ -1,0 +1,295 @@
+"""Elicitation (``elicitation/create``, ``elicitation/complete``): an agent asks the user for input.
+
+Handled like a permission request: each one is an ``elicitation_request`` event (replayed to a panel that
+reconnects), answered by one route (``http/elicitation_routes.py``) for that session only, timed out with a
+notice, cancelled with the turn; its end is an ``elicitation_resolved`` event. Form mode carries a JSON schema
+(a flat object of strings, numbers, integers, booleans and enums: what a form can show), and accepted content
+is validated against it here before it goes to the agent. URL mode carries an http(s) URL the user opens
+(never opened for them); ``elicitation/complete`` closes its card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError
+
+from ..protocol.jsonrpc import INVALID_PARAMS, RpcError
+from ..tools.host import Action
+from .model import HubError, NotebookSession
+
+log = logging.getLogger(__name__)
+
+#: what the client advertises (``clientCapabilities.elicitation``): both modes are implemented
+CAPABILITY: dict[str, dict[str, Any]] = {"form": {}, "url": {}}
+METHOD = "elicitation/create"
+COMPLETE = "elicitation/complete"
+
+#: bounds on what an agent may put in front of the user
+MAX_MESSAGE_CHARS = 4000
+MAX_SCHEMA_BYTES = 16 * 1024
+MAX_PROPERTIES = 30
+MAX_URL_CHARS = 2048
+MAX_PENDING = 4
+MAX_CONTENT_BYTES = 64 * 1024
+#: a form field's types (MCP's restricted elicitation schema: flat, primitive)
+FIELD_TYPES = ("string", "number", "integer", "boolean")
+ACTIONS = ("accept", "decline", "cancel")
+
+
+class ElicitationRefused(Exception):
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+@dataclass
+class PendingElicitation:
+    id: str
+    session_id: str
+    future: asyncio.Future[dict[str, Any]]
+    mode: str
+    turn_id: str | None
+    #: the agent connection that asked (its name and generation): only it may complete a URL elicitation
+    agent: tuple[str, int]
+    validator: Any = None
+    #: the agent's own id of a URL elicitation (``elicitation/complete`` names it)
+    agent_elicitation_id: str | None = None
+    answered: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_schema(schema: Any) -> Any:
+    """A form schema within bounds, as a validator (with formats checked); ElicitationRefused says which rule."""
+    if not isinstance(schema, dict):
+        raise ElicitationRefused("elicitation_schema", "form mode needs requestedSchema, a JSON object schema")
+    size = len(json.dumps(schema))
+    if size > MAX_SCHEMA_BYTES:
+        raise ElicitationRefused(
+            "elicitation_size", f"requestedSchema is {size} bytes; at most {MAX_SCHEMA_BYTES} are shown to the user"
+        )
+    if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
+        raise ElicitationRefused(
+            "elicitation_schema", 'requestedSchema must be {"type": "object", "properties": {...}}'
+        )
+    props = schema["properties"]
+    if not props or len(props) > MAX_PROPERTIES:
+        raise ElicitationRefused(
+            "elicitation_size", f"requestedSchema has {len(props)} fields; a form shows 1 to {MAX_PROPERTIES}"
+        )
+    for name, prop in props.items():
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if kind not in FIELD_TYPES:
+            raise ElicitationRefused(
+                "elicitation_schema",
+                f"field {name!r}: type {kind!r} cannot be shown in a form (one of {', '.join(FIELD_TYPES)}, flat)",
+            )
+    required = schema.get("required", [])
+    if not isinstance(required, list) or any(r not in props for r in required):
+        raise ElicitationRefused("elicitation_schema", "requestedSchema.required names fields it does not have")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise ElicitationRefused(
+            "elicitation_schema", f"requestedSchema is not a valid JSON schema: {exc.message}"
+        ) from None
+    # what the form sends is what the schema names: no field the user was not shown
+    closed = {"additionalProperties": False, **schema}
+    return Draft202012Validator(closed, format_checker=FormatChecker())
+
+
+def check_url(url: Any) -> str:
+    """An http(s) URL with a host, within bounds: the host the card spells out."""
+    if not isinstance(url, str) or not url:
+        raise ElicitationRefused("elicitation_url", "url mode needs a url")
+    if len(url) > MAX_URL_CHARS:
+        raise ElicitationRefused("elicitation_size", f"the url is {len(url)} characters; at most {MAX_URL_CHARS}")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        host, parts = None, None
+    if parts is None or parts.scheme not in ("http", "https"):
+        raise ElicitationRefused("elicitation_url", "only http and https URLs are shown to the user")
+    if not host or any(c.isspace() for c in url):
+        raise ElicitationRefused("elicitation_url", "the url has no host (or holds spaces)")
+    return host
+
+
+def content_errors(validator: Any, content: Any) -> list[str]:
+    """What is wrong with accepted content, field by field (empty: valid)."""
+    if not isinstance(content, dict):
+        return ["content: an object of the form's fields is required to accept"]
+    out = []
+    for err in sorted(validator.iter_errors(content), key=lambda e: list(e.path)):
+        if err.validator == "additionalProperties":
+            extra = sorted(set(content) - set(validator.schema.get("properties", {})))
+            out.append(f"field {', '.join(map(repr, extra))}: not a field of this form")
+        elif err.validator == "required":
+            out.append(f"field {err.message.split(' is a required')[0]}: required")
+        else:
+            where = ".".join(str(p) for p in err.path) or "content"
+            out.append(f"field {where!r}: {err.message[:200]}")
+    return out
+
+
+class Elicitations:
+    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
+    part lives in its own module so each job reads alone)."""
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # the rest of the hub (its state, its other parts), set up by SessionHub
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    #: pending (and URL ones accepted and awaiting completion) by our id, for every session
+    elicitations: dict[str, PendingElicitation]
+
+    async def ask_elicitation(self, session: NotebookSession, agent: tuple[str, int], params: dict[str, Any]) -> Any:
+        """``elicitation/create``: checked, shown to the user, answered (or cancelled) as the ACP result."""
+        mode = params.get("mode", "form")
+        action = Action(METHOD, METHOD, {"mode": mode}, "acp")
+        try:
+            shown = self._elicitation_card(session, mode, params)
+        except ElicitationRefused as exc:
+            self.gate.audit(session, action, "refused", exc.rule, str(exc))
+            raise RpcError(INVALID_PARAMS, str(exc), {"rule": exc.rule}) from None
+        eid = secrets.token_hex(16)  # unguessable: only who was shown the card can answer it
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        pending = PendingElicitation(
+            eid,
+            session.id,
+            fut,
+            mode,
+            session.turn.id if session.turn else None,
+            agent,
+            validator=shown.pop("_validator", None),
+            agent_elicitation_id=str(params["elicitationId"])
+            if mode == "url" and params.get("elicitationId")
+            else None,
+        )
+        self.elicitations[eid] = pending
+        self.emit(session, "elicitation_request", elicitation_id=eid, turn_id=pending.turn_id, mode=mode, **shown)
+        timeout = self.app.permission_timeout
+        try:
+            with self.serving(session):  # the agent waits on the user, not hangs
+                result = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            result = {"action": "cancel"}
+            self._resolve_elicitation(session, pending, "cancel", reason="timeout")
+            self.emit(
+                session,
+                "notice",
+                level="warning",
+                text=f"the agent's question was not answered within {timeout:g} s and was cancelled "
+                "(JupyterACP.permission_timeout sets how long questions wait)",
+            )
+        if not (mode == "url" and result.get("action") == "accept" and pending.agent_elicitation_id):
+            self.elicitations.pop(eid, None)  # an accepted URL one waits for elicitation/complete
+        return result
+
+    def _elicitation_card(self, session: NotebookSession, mode: Any, params: dict[str, Any]) -> dict[str, Any]:
+        if session.turn is None:
+            raise ElicitationRefused(
+                "elicitation_outside_turn",
+                "elicitation/create is answered only during a turn of this session (the user watches the "
+                "conversation then); ask while answering a prompt",
+            )
+        mine = [p for p in self.elicitations.values() if p.session_id == session.id and not p.answered]
+        if len(mine) >= MAX_PENDING:
+            raise ElicitationRefused(
+                "elicitation_pending", f"{MAX_PENDING} questions already wait for the user; wait for their answers"
+            )
+        message = params.get("message", "")
+        if not isinstance(message, str):
+            raise ElicitationRefused("elicitation_message", "message must be a string")
+        if len(message) > MAX_MESSAGE_CHARS:
+            raise ElicitationRefused(
+                "elicitation_size", f"the message is {len(message)} characters; at most {MAX_MESSAGE_CHARS}"
+            )
+        card: dict[str, Any] = {"message": message}
+        call = params.get("toolCallId")
+        if isinstance(call, str) and len(call) <= 200:
+            card["tool_call_id"] = call
+        if mode == "form":
+            card["_validator"] = check_schema(params.get("requestedSchema"))
+            card["requested_schema"] = params["requestedSchema"]
+        elif mode == "url":
+            card["url_host"] = check_url(params.get("url"))
+            card["url"] = params["url"]
+            eid = params.get("elicitationId")
+            if not isinstance(eid, str) or not eid or len(eid) > 200:
+                raise ElicitationRefused("elicitation_url", "url mode needs an elicitationId (a string)")
+        else:
+            raise ElicitationRefused("elicitation_mode", f"mode {str(mode)[:40]!r} is not one of form, url")
+        return card
+
+    def answer_elicitation(
+        self, session: NotebookSession, eid: str, action: str, content: Any = None, *, by: str | None = None
+    ) -> None:
+        """The user's answer (the route): validated against the form's schema before the agent sees it."""
+        pending = self.elicitations.get(eid)
+        if pending is None or pending.session_id != session.id or pending.answered:
+            raise HubError(f"no pending question {eid!r} in this session (answered, cancelled or expired)", 404)
+        if action not in ACTIONS:
+            raise HubError(f"action is one of {', '.join(ACTIONS)}", 400)
+        result: dict[str, Any] = {"action": action}
+        if action == "accept" and pending.mode == "form":
+            if content is not None and len(json.dumps(content)) > MAX_CONTENT_BYTES:
+                raise HubError(f"content is larger than {MAX_CONTENT_BYTES} bytes", 413)
+            errors = content_errors(pending.validator, content)
+            if errors:
+                raise HubError("the answer does not fit the form: " + "; ".join(errors), 400)
+            result["content"] = content
+        elif content is not None:
+            raise HubError("content goes only with accept, on a form", 400)
+        if not pending.future.done():
+            pending.future.set_result(result)
+        self._resolve_elicitation(session, pending, action, content=result.get("content"), by=by)
+
+    def _resolve_elicitation(
+        self, session: NotebookSession, pending: PendingElicitation, action: str, **data: Any
+    ) -> None:
+        pending.answered = True
+        self.emit(
+            session,
+            "elicitation_resolved",
+            elicitation_id=pending.id,
+            action=action,
+            **{k: v for k, v in data.items() if v is not None},
+        )
+
+    def complete_elicitation(self, agent: tuple[str, int], params: Any) -> None:
+        """``elicitation/complete`` from this agent connection: the URL card closes (unknown ids change nothing)."""
+        agent_eid = params.get("elicitationId") if isinstance(params, dict) else None
+        for eid, pending in list(self.elicitations.items()):
+            if pending.agent == agent and pending.agent_elicitation_id == agent_eid and agent_eid is not None:
+                session = self.sessions.get(pending.session_id)
+                self.elicitations.pop(eid, None)
+                if session is None:
+                    return
+                if not pending.answered and not pending.future.done():
+                    # closed before the user chose: nobody accepted anything
+                    pending.future.set_result({"action": "cancel"})
+                    self._resolve_elicitation(session, pending, "cancel", completed=True)
+                else:
+                    self.emit(session, "elicitation_resolved", elicitation_id=eid, action="accept", completed=True)
+                return
+        log.debug("elicitation/complete for unknown id %r ignored", agent_eid)
+
+    def _cancel_pending_elicitations(self, session: NotebookSession, reason: str = "cancelled") -> None:
+        """The turn ended or was cancelled (or the agent left): its questions are cancelled, their cards say so."""
+        for eid, pending in list(self.elicitations.items()):
+            if pending.session_id != session.id:
+                continue
+            self.elicitations.pop(eid, None)
+            if not pending.answered and not pending.future.done():
+                pending.future.set_result({"action": "cancel"})
+                self._resolve_elicitation(session, pending, "cancel", reason=reason)
