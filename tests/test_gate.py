@@ -316,7 +316,12 @@ async def test_the_gate_asks_on_the_card_the_agent_shows_never_on_one_it_did_not
         s["id"],
         [
             {"do": "update", "update": shown},
-            {"do": "tool", "name": "client_delete_cells", "args": {"cell_ids": ["c2"]}, "meta": {"toolCallId": "call-7"}},
+            {
+                "do": "tool",
+                "name": "client_delete_cells",
+                "args": {"cell_ids": ["c2"]},
+                "meta": {"toolCallId": "call-7"},
+            },
             # an id no card of this turn carries, and no id at all
             {"do": "mcp", "name": "client_delete_cells", "args": {"cell_ids": ["c1"]}, "meta": {"toolCallId": "zz"}},
             {"do": "tool", "name": "client_delete_cells", "args": {"cell_ids": ["c0"]}},

@@ -178,9 +178,7 @@ class Turns:
         preface = {
             "type": "text",
             "text": "Earlier in this conversation (the agent could not reload it: it was restarted, or the "
-            "conversation was resumed from the history):\n"
-            + history
-            + "\n\nThe user's new message follows.",
+            "conversation was resumed from the history):\n" + history + "\n\nThe user's new message follows.",
         }
         return [preface, *blocks]
 
