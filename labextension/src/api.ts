@@ -182,6 +182,14 @@ export class AcpApi {
     );
   }
 
+  /** Answer an agent's question (elicitation): accept (with the form's content), decline or cancel. */
+  elicit(sessionId: string, elicitationId: string, action: string, content?: unknown): Promise<unknown> {
+    return this.request(`sessions/${sessionId}/elicitations/${encodeURIComponent(elicitationId)}`, {
+      method: 'POST',
+      body: JSON.stringify(content === undefined ? { action } : { action, content })
+    });
+  }
+
   /** Turns whose agent edits can still be reverted (null: edits outside a turn). */
   async revertible(sessionId: string): Promise<(string | null)[]> {
     try {

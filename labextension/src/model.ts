@@ -123,7 +123,25 @@ export interface ITerminalState {
   released: boolean;
 }
 
-export type Item = IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem | IAuditItem;
+/**
+ * An agent's question (`elicitation/create`): a form from a JSON schema, or a URL the user opens. Answered
+ * through `POST .../elicitations/{id}`; `resolved` once answered, cancelled or (URL mode) completed.
+ */
+export interface IElicitationItem extends IItemBase {
+  kind: 'elicitation';
+  elicitationId: string;
+  mode: string;
+  message: string;
+  schema?: any;
+  url?: string;
+  urlHost?: string;
+  resolved?: { action: string; content?: any; reason?: string; by?: string };
+  /** URL mode: the agent said the out-of-band step is done (`elicitation/complete`) */
+  completed?: boolean;
+}
+
+export type Item =
+  IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem | IAuditItem | IElicitationItem;
 
 /**
  * A tool name as the user reads it: `client_edit_cell` -> "Edit cell". The names are the server's
@@ -573,10 +591,21 @@ export class ChatModel {
         }
         break;
       }
+      case 'elicitation_request':
+      case 'elicitation_resolved':
+        this._elicitation(e, seq);
+        break;
       case 'turn_ended': {
         const turnId = e.turn_id ?? null;
         if (this.runningTurn === turnId || turnId === null) {
           this.runningTurn = null;
+        }
+        // Questions of an ended turn can no longer be answered.
+        for (const item of this.items) {
+          if (item.kind === 'elicitation' && !item.resolved && (item.turnId === turnId || turnId === null)) {
+            item.resolved = { action: 'cancel', reason: 'the turn ended' };
+            this._touch(item);
+          }
         }
         // Permissions of an ended turn can no longer be answered.
         for (const { tool, perm } of this._perms.values()) {
@@ -846,6 +875,48 @@ export class ChatModel {
     }
     this._touch(tool);
     return tool;
+  }
+
+  /** An agent's question (`elicitation_request`), or its end (`elicitation_resolved`, completed or not). */
+  private _elicitation(e: IAcpEvent, seq: number): void {
+    const id = String(e.elicitation_id ?? '');
+    const known = this.items.find((i): i is IElicitationItem => i.kind === 'elicitation' && i.elicitationId === id);
+    if (e.type === 'elicitation_request') {
+      if (!id || known) {
+        return;
+      }
+      if (e.turn_id && !this.runningTurn) {
+        this.runningTurn = e.turn_id;
+      }
+      this._add<IElicitationItem>({
+        kind: 'elicitation',
+        id: this._newId('elicit', seq),
+        turnId: e.turn_id ?? this.runningTurn,
+        version: 0,
+        elicitationId: id,
+        mode: String(e.mode ?? 'form'),
+        message: String(e.message ?? ''),
+        schema: e.requested_schema ?? undefined,
+        url: typeof e.url === 'string' ? e.url : undefined,
+        urlHost: typeof e.url_host === 'string' ? e.url_host : undefined
+      });
+      return;
+    }
+    if (!known) {
+      return;
+    }
+    if (e.completed) {
+      known.completed = true;
+    }
+    if (!known.resolved || !e.completed) {
+      known.resolved = {
+        action: String(e.action ?? 'cancel'),
+        content: e.content ?? undefined,
+        reason: e.reason ?? undefined,
+        by: e.by ?? undefined
+      };
+    }
+    this._touch(known);
   }
 
   private _permissionRequest(e: IAcpEvent, seq: number): void {

@@ -2,6 +2,7 @@
 import type { Item } from '../model';
 import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
+import { renderElicitation } from './elicitation';
 import { renderAudit, renderMessage, renderThought, renderUser } from './messages';
 import { renderNotice, renderTurnEnd } from './notices';
 import { renderPlan } from './plans';
@@ -38,6 +39,8 @@ function renderItemUnsafe(ctx: IRenderContext, view: SessionView, item: Item, en
       return renderNotice(view, item, entry);
     case 'audit':
       return renderAudit(item, entry);
+    case 'elicitation':
+      return renderElicitation(ctx, view, item, entry);
     default:
       entry.node.hidden = true; // a kind this view does not know
   }
