@@ -6,14 +6,63 @@ notebook) sit apart from the ones that change it; each tool's definition is next
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, cast
 
 from .notebook_shared import ID_LIST, _svc
 from .render import first_line, image_refs, output_summary, render_outputs
 from .surface import ToolContext, ToolDef, error_result, text_result
 
-
 # -- outline -----------------------------------------------------------------------------------------
+#: notebook path -> (the cells list its rows were built from, start, limit, rows, lines).  The live backend
+#: hands out one shared list until the document changes (``NotebookAccess.cached_cells``), so the rows of
+#: an unchanged notebook are built once, not on every call; any change gives a new list and a rebuild.
+#: The list is held, so an identity match can never be a recycled id.  Other backends give a fresh list
+#: per read: they always rebuild.
+_OUTLINE_ROWS: OrderedDict[str, tuple[Any, int, int, list[dict[str, Any]], list[str]]] = OrderedDict()
+_OUTLINE_ROWS_KEPT = 64
+
+
+def _outline_rows(
+    path: str, cells: list[dict[str, Any]], start: int, limit: int
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The outline's rows and their text lines, in one pass (cached while ``cells`` is the same list)."""
+    hit = _OUTLINE_ROWS.get(path)
+    if hit is not None and hit[0] is cells and hit[1] == start and hit[2] == limit:
+        _OUTLINE_ROWS.move_to_end(path)
+        return hit[3], hit[4]
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for i, c in enumerate(cells[start : start + limit], start):
+        src = c.get("source") or ""
+        cid = c.get("id")
+        ctype = c.get("cell_type")
+        count = c.get("execution_count")
+        head = first_line(src)
+        n_lines = src.count("\n") + 1 if src else 0
+        outs = c.get("outputs")
+        summary = output_summary(outs) if outs else ""
+        rows.append(
+            {
+                "id": cid,
+                "index": i,
+                "type": ctype,
+                "execution_count": count,
+                "first_line": head,
+                "line_count": n_lines,
+                "outputs": summary,
+            }
+        )
+        exec_part = f" [{count}]" if count is not None else ""
+        out_part = f" -> {summary}" if summary else ""
+        lines.append(f"{i:>3} {cid} {ctype}{exec_part} ({n_lines} lines) {head!r}{out_part}")
+    _OUTLINE_ROWS[path] = (cells, start, limit, rows, lines)
+    _OUTLINE_ROWS.move_to_end(path)
+    while len(_OUTLINE_ROWS) > _OUTLINE_ROWS_KEPT:
+        _OUTLINE_ROWS.popitem(last=False)
+    return rows, lines
+
+
 async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     svc = _svc(ctx)
     nb = await svc.notebooks.open(ctx.notebook)
@@ -29,29 +78,11 @@ async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
             "language": await svc.kernels.language_async(kid),
             "state": svc.kernels.execution_state(kid),
         }
-    rows = []
-    lines = []
-    for i, c in enumerate(cells[start : start + limit], start):
-        src = c.get("source", "")
-        outs = c.get("outputs") or []
-        row = {
-            "id": c.get("id"),
-            "index": i,
-            "type": c.get("cell_type"),
-            "execution_count": c.get("execution_count"),
-            "first_line": first_line(src),
-            "line_count": src.count("\n") + 1 if src else 0,
-            "outputs": output_summary(outs),
-        }
-        rows.append(row)
-        exec_part = f" [{row['execution_count']}]" if row["execution_count"] is not None else ""
-        out_part = f" -> {row['outputs']}" if row["outputs"] else ""
-        lines.append(
-            f"{i:>3} {row['id']} {row['type']}{exec_part} ({row['line_count']} lines) {row['first_line']!r}{out_part}"
-        )
+    rows, lines = _outline_rows(ctx.notebook, cells, start, limit)
     end = start + len(rows)
+    dirty = nb.dirty()
     header = [
-        f"notebook: {ctx.notebook} ({len(cells)} cells, {'unsaved changes' if nb.dirty() else 'saved'}; via {nb.kind})",
+        f"notebook: {ctx.notebook} ({len(cells)} cells, {'unsaved changes' if dirty else 'saved'}; via {nb.kind})",
         "kernel: "
         + (
             f"{kernel['name']} ({kernel['language']}, {kernel['state']})"
@@ -60,19 +91,18 @@ async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
         ),
         f"cells {start}..{end - 1}:" if rows else "no cells in this range",
     ]
-    if end < len(cells):
-        lines.append(f"… {len(cells) - end} more cells: call again with start={end}")
+    more = [f"… {len(cells) - end} more cells: call again with start={end}"] if end < len(cells) else []
     structured = {
         "path": ctx.notebook,
         "kernel": kernel,
-        "dirty": nb.dirty(),
+        "dirty": dirty,
         "cell_count": len(cells),
         "start": start,
         "next_start": end if end < len(cells) else None,
-        "cells": rows,
+        "cells": list(rows),  # the rows are shared with the cache: the list is this answer's own
         "via": nb.kind,
     }
-    return text_result("\n".join(header + lines), structured)
+    return text_result("\n".join(header + lines + more), structured)
 
 
 # -- read ----------------------------------------------------------------------------------------------

@@ -199,7 +199,9 @@ class ToolSurface:
         try:
             if tool.own_timeouts:
                 return await tool.executor(ctx, arguments)
-            return await asyncio.wait_for(tool.executor(ctx, arguments), self.call_timeout)
+            # a timeout scope, not ``wait_for``: no Task and no extra loop turn per call
+            async with asyncio.timeout(self.call_timeout):
+                return await tool.executor(ctx, arguments)
         except TimeoutError:
             return error_result(f"{name} timed out after {self.call_timeout:g} s", kind="timeout")
         except Exception as exc:
