@@ -283,3 +283,20 @@ class TestReadOnlyUser:
         assert (await results(api, s["id"], turn))[0]["ok"] == {"action": "accept", **body}
         resolved = [e for e in await api.events(s["id"]) if e["type"] == "elicitation_resolved"]
         assert resolved[0]["by"] == "owner"
+
+
+class TestTimeout:
+    @pytest.fixture
+    def acp_config(self):
+        return {"permission_timeout": 1.0}
+
+    async def test_unanswered_question_times_out_with_a_notice(self, api, make_notebook):
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        turn, ev = await start(api, s["id"], [form()])
+        (res,) = await results(api, s["id"], turn)
+        assert res["ok"] == {"action": "cancel"}
+        events = await api.events(s["id"])
+        resolved = [e for e in events if e["type"] == "elicitation_resolved"]
+        assert [(r["action"], r.get("reason")) for r in resolved] == [("cancel", "timeout")]
+        notice = next(e for e in events if e["type"] == "notice" and "not answered" in e["text"])
+        assert "JupyterACP.permission_timeout" in notice["text"]
