@@ -237,7 +237,9 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
             "modes": session.modes,
             "config_options": session.config_options,
             "pending_permissions": list(session.pending_permissions),
-            "pending_elicitations": [k for k, p in self.elicitations.items() if p.session_id == session.id and not p.answered],
+            "pending_elicitations": [
+                k for k, p in self.elicitations.items() if p.session_id == session.id and not p.answered
+            ],
             "always_allowed": sorted(session.always_allowed),
             "tool_channels": sorted(session.channels),
         }
