@@ -300,3 +300,17 @@ class TestTimeout:
         assert [(r["action"], r.get("reason")) for r in resolved] == [("cancel", "timeout")]
         notice = next(e for e in events if e["type"] == "notice" and "not answered" in e["text"])
         assert "JupyterACP.permission_timeout" in notice["text"]
+
+
+async def test_complete_after_the_turn_ended_closes_the_card(api, make_notebook, report):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    later = {"do": "later", "delay": 0.5, "actions": [{"do": "elicit_complete", "elicitationId": "e9"}]}
+    turn, ev = await start(api, s["id"], [url("https://auth.example.com/x", "e9"), later])
+    await answer(api, s["id"], ev["elicitation_id"], {"action": "accept"})
+    await results(api, s["id"], turn)
+    events = await api.wait_for(
+        s["id"], lambda evs: any(e["type"] == "elicitation_resolved" and e.get("completed") for e in evs)
+    )
+    ended = next(e["seq"] for e in events if e["type"] == "turn_ended")
+    done = next(e for e in events if e["type"] == "elicitation_resolved" and e.get("completed"))
+    assert done["seq"] > ended and done["elicitation_id"] == ev["elicitation_id"] and done["action"] == "accept"

@@ -38,6 +38,8 @@ MAX_SCHEMA_BYTES = 16 * 1024
 MAX_PROPERTIES = 30
 MAX_URL_CHARS = 2048
 MAX_PENDING = 4
+#: accepted URL questions kept per session for their elicitation/complete
+MAX_WAITING_URLS = 8
 MAX_CONTENT_BYTES = 64 * 1024
 #: a form field's types (MCP's restricted elicitation schema: flat, primitive)
 FIELD_TYPES = ("string", "number", "integer", "boolean")
@@ -191,8 +193,13 @@ class Elicitations:
                 text=f"the agent's question was not answered within {timeout:g} s and was cancelled "
                 "(JupyterACP.permission_timeout sets how long questions wait)",
             )
-        if not (mode == "url" and result.get("action") == "accept" and pending.agent_elicitation_id):
-            self.elicitations.pop(eid, None)  # an accepted URL one waits for elicitation/complete
+        if mode == "url" and result.get("action") == "accept" and pending.agent_elicitation_id:
+            # an accepted URL one waits for elicitation/complete (the step may end after the turn): a few per session
+            waiting = [k for k, p in self.elicitations.items() if p.session_id == session.id and p.answered]
+            for old in waiting[:-MAX_WAITING_URLS]:
+                self.elicitations.pop(old, None)
+        else:
+            self.elicitations.pop(eid, None)
         return result
 
     def _elicitation_card(self, session: NotebookSession, mode: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -285,11 +292,12 @@ class Elicitations:
         log.debug("elicitation/complete for unknown id %r ignored", agent_eid)
 
     def _cancel_pending_elicitations(self, session: NotebookSession, reason: str = "cancelled") -> None:
-        """The turn ended or was cancelled (or the agent left): its questions are cancelled, their cards say so."""
+        """The turn ended or was cancelled (or the agent left): its questions are cancelled, their cards say so.
+        Accepted URL questions stay for their ``elicitation/complete`` (bounded: ``MAX_WAITING_URLS``)."""
         for eid, pending in list(self.elicitations.items()):
-            if pending.session_id != session.id:
+            if pending.session_id != session.id or pending.answered:
                 continue
             self.elicitations.pop(eid, None)
-            if not pending.answered and not pending.future.done():
+            if not pending.future.done():
                 pending.future.set_result({"action": "cancel"})
                 self._resolve_elicitation(session, pending, "cancel", reason=reason)
