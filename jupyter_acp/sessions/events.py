@@ -14,11 +14,6 @@ from .store import StoreError
 
 log = logging.getLogger(__name__)
 
-#: a flush that carried this many events or more marks a burst (a stream of chunks) ...
-BURST_EVENTS = 64
-#: ... during which flushes (one store commit and one WebSocket frame per subscriber each) are this far apart
-FLUSH_GAP = 0.004
-
 
 class EventLog:
     """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
@@ -33,10 +28,6 @@ class EventLog:
 
         def __getattr__(self, name: str) -> Any: ...
 
-    #: when the last flush ran (``time.monotonic()``) and how many events it carried
-    _last_flush = 0.0
-    _last_flush_size = 0
-
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
         """Record an event, then (at the end of this loop tick) send it to every subscriber."""
         session.seq += 1
@@ -47,19 +38,9 @@ class EventLog:
         return event
 
     def _schedule_flush(self) -> None:
-        """At the end of this loop tick; during a burst (the last flush carried ``BURST_EVENTS`` or more), no
-        sooner than ``FLUSH_GAP`` after it, so that a stream of chunks costs one commit and one WebSocket frame
-        per few hundred chunks instead of per hundred. A lone event (a prompt, a warm turn's answer, the first
-        chunk after a pause) never waits."""
-        if self._flush_scheduled:
-            return
-        self._flush_scheduled = True
-        loop = asyncio.get_event_loop()
-        wait = self._last_flush + FLUSH_GAP - time.monotonic() if self._last_flush_size >= BURST_EVENTS else 0.0
-        if wait > 0:
-            loop.call_later(wait, self._flush)
-        else:
-            loop.call_soon(self._flush)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_event_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         """Store this tick's events in one transaction, then hand them to subscribers.
@@ -71,16 +52,13 @@ class EventLog:
         self._flush_scheduled = False
         dirty, self._dirty = self._dirty, set()
         batches = []
-        size = 0
         for session in dirty:
             events, session.outbox = session.outbox, []
-            size += len(events)
             encoded = [encode(e) for e in events]
             batches.append((session, events, encoded))
             # each event with the conversation it was said in (a reset flushes before it switches)
             session.unsaved.extend((e, t, session.conversation) for e, t in zip(events, encoded, strict=True))
         self._save_pending()
-        self._last_flush, self._last_flush_size = time.monotonic(), size
         for session, events, encoded in batches:
             for sub in list(session.subscribers):
                 try:
