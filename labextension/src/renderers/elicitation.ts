@@ -278,8 +278,10 @@ export function renderElicitation(ctx: IRenderContext, view: SessionView, item: 
       undefined,
       'Send these answers to the agent'
     );
+    b.type = 'submit'; // Enter in a field submits, as in any form
     buttons.push(b);
     row.appendChild(b);
+    form.appendChild(row);
   }
   const decline = button(
     'Decline',
@@ -298,6 +300,10 @@ export function renderElicitation(ctx: IRenderContext, view: SessionView, item: 
   buttons.push(decline, cancel);
   row.appendChild(decline);
   row.appendChild(cancel);
-  n.appendChild(error);
-  n.appendChild(row);
+  if (row.parentElement) {
+    row.parentElement.insertBefore(error, row); // the error just above the buttons, inside the form
+  } else {
+    n.appendChild(error);
+    n.appendChild(row);
+  }
 }
