@@ -314,3 +314,32 @@ async def test_complete_after_the_turn_ended_closes_the_card(api, make_notebook,
     ended = next(e["seq"] for e in events if e["type"] == "turn_ended")
     done = next(e for e in events if e["type"] == "elicitation_resolved" and e.get("completed"))
     assert done["seq"] > ended and done["elicitation_id"] == ev["elicitation_id"] and done["action"] == "accept"
+
+
+async def test_multi_select_and_a_form_without_fields(api, make_notebook):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    tags = {
+        "type": "object",
+        "properties": {
+            "cols": {
+                "type": "array",
+                "items": {"anyOf": [{"const": "a", "title": "A"}, {"const": "b", "title": "B"}]},
+                "minItems": 1,
+            }
+        },
+        "required": ["cols"],
+    }
+    turn, ev = await start(api, s["id"], [form(schema=tags), form("Go on?", {"properties": {}})])
+    for content, field in (({"cols": ["c"]}, "cols"), ({"cols": []}, "cols"), ({"cols": "a"}, "cols")):
+        with pytest.raises(HTTPClientError) as err:
+            await answer(api, s["id"], ev["elicitation_id"], {"action": "accept", "content": content})
+        assert err.value.code == 400 and field in err.value.response.body.decode()
+    await answer(api, s["id"], ev["elicitation_id"], {"action": "accept", "content": {"cols": ["b", "a"]}})
+    events = await api.wait_for(s["id"], lambda evs: sum(e["type"] == "elicitation_request" for e in evs) == 2)
+    second = [e for e in events if e["type"] == "elicitation_request"][1]
+    await answer(api, s["id"], second["elicitation_id"], {"action": "accept", "content": {}})
+    res = await results(api, s["id"], turn)
+    assert [r["ok"] for r in res] == [
+        {"action": "accept", "content": {"cols": ["b", "a"]}},
+        {"action": "accept", "content": {}},
+    ]

@@ -41,8 +41,8 @@ MAX_PENDING = 4
 #: accepted URL questions kept per session for their elicitation/complete
 MAX_WAITING_URLS = 8
 MAX_CONTENT_BYTES = 64 * 1024
-#: a form field's types (MCP's restricted elicitation schema: flat, primitive)
-FIELD_TYPES = ("string", "number", "integer", "boolean")
+#: a form field's types (ACP's elicitation schema: flat, primitive; an array is a multi-select of strings)
+FIELD_TYPES = ("string", "number", "integer", "boolean", "array")
 ACTIONS = ("accept", "decline", "cancel")
 
 
@@ -77,14 +77,15 @@ def check_schema(schema: Any) -> Any:
         raise ElicitationRefused(
             "elicitation_size", f"requestedSchema is {size} bytes; at most {MAX_SCHEMA_BYTES} are shown to the user"
         )
-    if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
+    schema = {"type": "object", "properties": {}, **schema}  # ACP's defaults
+    if schema["type"] != "object" or not isinstance(schema["properties"], dict):
         raise ElicitationRefused(
             "elicitation_schema", 'requestedSchema must be {"type": "object", "properties": {...}}'
         )
     props = schema["properties"]
-    if not props or len(props) > MAX_PROPERTIES:
+    if len(props) > MAX_PROPERTIES:
         raise ElicitationRefused(
-            "elicitation_size", f"requestedSchema has {len(props)} fields; a form shows 1 to {MAX_PROPERTIES}"
+            "elicitation_size", f"requestedSchema has {len(props)} fields; a form shows at most {MAX_PROPERTIES}"
         )
     for name, prop in props.items():
         kind = prop.get("type") if isinstance(prop, dict) else None
@@ -92,6 +93,12 @@ def check_schema(schema: Any) -> Any:
             raise ElicitationRefused(
                 "elicitation_schema",
                 f"field {name!r}: type {kind!r} cannot be shown in a form (one of {', '.join(FIELD_TYPES)}, flat)",
+            )
+        if kind == "array" and not _multi_select(prop.get("items")):
+            raise ElicitationRefused(
+                "elicitation_schema",
+                f"field {name!r}: an array is shown only as a multi-select of strings "
+                '(items {"type": "string", "enum": [...]} or {"anyOf": [{"const", "title"}, ...]})',
             )
     required = schema.get("required", [])
     if not isinstance(required, list) or any(r not in props for r in required):
@@ -105,6 +112,16 @@ def check_schema(schema: Any) -> Any:
     # what the form sends is what the schema names: no field the user was not shown
     closed = {"additionalProperties": False, **schema}
     return Draft202012Validator(closed, format_checker=FormatChecker())
+
+
+def _multi_select(items: Any) -> bool:
+    """A multi-select's items: strings of an enum, or ``anyOf`` titled constants."""
+    if not isinstance(items, dict):
+        return False
+    if items.get("type") == "string" and isinstance(items.get("enum"), list):
+        return all(isinstance(v, str) for v in items["enum"])
+    options = items.get("anyOf")
+    return isinstance(options, list) and all(isinstance(o, dict) and isinstance(o.get("const"), str) for o in options)
 
 
 def check_url(url: Any) -> str:

@@ -31,6 +31,12 @@ SCHEMA = {
         "rows": {"type": "integer", "title": "Rows to check", "minimum": 1, "maximum": 100, "default": 10},
         "email": {"type": "string", "title": "Report to", "format": "email", "description": "who gets the summary"},
         "dry_run": {"type": "boolean", "title": "Dry run", "default": True},
+        "columns": {
+            "type": "array",
+            "title": "Columns",
+            "items": {"anyOf": [{"const": "price", "title": "Price"}, {"const": "qty", "title": "Quantity"}]},
+            "default": ["price"],
+        },
     },
     "required": ["strategy", "rows"],
 }
@@ -71,6 +77,9 @@ def test_form_url_and_decline(ui):
     assert rows.get_attribute("max") == "100" and rows.get_attribute("aria-required") == "true"
     assert card.get_by_label("Report to").get_attribute("type") == "email"
     expect(card.get_by_label("Dry run")).to_be_checked()
+    columns = card.get_by_role("group", name="Columns")
+    expect(columns.get_by_label("Price")).to_be_checked()
+    expect(columns.get_by_label("Quantity")).not_to_be_checked()
     expect(card.locator(".jp-ACP-elicitRequired")).to_have_count(2)
     card.screenshot(path=str(SCREENS / "c1-form.png"))
 
@@ -86,6 +95,7 @@ def test_form_url_and_decline(ui):
     card.screenshot(path=str(SCREENS / "c1-form-error.png"))
     card.get_by_label("Report to").fill("ana@example.org")
     card.get_by_label("Dry run").uncheck()
+    columns.get_by_label("Quantity").check()
     card.get_by_label("Report to").press("Enter")  # Enter in a field submits, as in any form
 
     done = panel.locator(".jp-ACP-elicitation.jp-mod-resolved")
@@ -93,8 +103,9 @@ def test_form_url_and_decline(ui):
     expect(done.locator(".jp-ACP-elicitResult")).to_contain_text("Submitted:")
     expect(done.locator(".jp-ACP-elicitAnswers")).to_contain_text("Drop the rows")
     expect(done.locator(".jp-ACP-elicitAnswers")).to_contain_text("ana@example.org")
+    expect(done.locator(".jp-ACP-elicitAnswers")).to_contain_text("Price, Quantity")
     # what reached the agent: the content, typed as the schema says
-    sent = {"strategy": "drop", "rows": 10, "email": "ana@example.org", "dry_run": False}
+    sent = {"strategy": "drop", "rows": 10, "email": "ana@example.org", "dry_run": False, "columns": ["price", "qty"]}
     expect(panel.locator(".jp-ACP-message").last).to_contain_text(json.dumps({"action": "accept", "content": sent}))
     done.screenshot(path=str(SCREENS / "c1-form-answered.png"))
 

@@ -58,7 +58,38 @@ function fieldRow(name: string, prop: any, required: boolean, idBase: string): {
   const type = String(prop?.type ?? 'string');
   const choices = choicesOf(prop);
   let field: IField;
-  if (type === 'boolean') {
+  if (type === 'array') {
+    // a multi-select: one checkbox per choice, in a group named by the field's label
+    const group = el('div', 'jp-ACP-elicitChoices');
+    group.setAttribute('role', 'group');
+    group.id = id;
+    label.removeAttribute('for');
+    label.id = `${id}-label`;
+    group.setAttribute('aria-labelledby', label.id);
+    const defaults: string[] = Array.isArray(prop?.default) ? prop.default.map(String) : [];
+    const boxes: HTMLInputElement[] = [];
+    (choicesOf(prop?.items) ?? []).forEach((c, i) => {
+      const line = el('label', 'jp-ACP-elicitChoice');
+      const box = el('input', 'jp-ACP-elicitCheckbox');
+      box.type = 'checkbox';
+      box.value = c.value;
+      box.id = `${id}-${i}`;
+      box.checked = defaults.includes(c.value);
+      line.appendChild(box);
+      line.appendChild(document.createTextNode(` ${c.title}`));
+      group.appendChild(line);
+      boxes.push(box);
+    });
+    row.appendChild(group);
+    field = {
+      name,
+      prop,
+      read: () => {
+        const values = boxes.filter(b => b.checked).map(b => b.value);
+        return values.length ? { value: values, empty: false } : { empty: true };
+      }
+    };
+  } else if (type === 'boolean') {
     const box = el('input', 'jp-ACP-elicitCheckbox');
     box.type = 'checkbox';
     box.id = id;
@@ -135,7 +166,7 @@ function fieldRow(name: string, prop: any, required: boolean, idBase: string): {
     row.appendChild(input);
   }
   if (required) {
-    row.querySelector('input, select')?.setAttribute('aria-required', 'true');
+    row.querySelector('input, select, [role="group"]')?.setAttribute('aria-required', 'true');
   }
   if (prop?.description) {
     const hint = el('div', 'jp-ACP-elicitHint', String(prop.description));
@@ -177,7 +208,9 @@ function answered(item: IElicitationItem): HTMLElement {
   const props = item.schema?.properties ?? {};
   for (const [key, value] of Object.entries(r.content ?? {})) {
     const prop = props[key] ?? {};
-    const title = choicesOf(prop)?.find(c => c.value === String(value))?.title;
+    const options = choicesOf(prop) ?? choicesOf(prop.items) ?? [];
+    const titleOf = (v: unknown) => options.find(c => c.value === String(v))?.title ?? String(v);
+    const title = Array.isArray(value) ? value.map(titleOf).join(', ') : options.length ? titleOf(value) : undefined;
     list.appendChild(el('dt', '', String(prop.title ?? key)));
     list.appendChild(el('dd', '', title ?? (typeof value === 'boolean' ? (value ? 'yes' : 'no') : String(value))));
   }
