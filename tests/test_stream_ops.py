@@ -202,3 +202,34 @@ class TestReadOnlySocket:
         assert any(e["type"] == "turn_started" and e["turn_id"] == turn_id for e in events)
         await app.hub.cancel(session)
         r.ws.close()
+
+
+async def test_a_cross_site_page_cannot_open_the_socket(
+    api, make_notebook, jp_fetch, jp_ws_fetch, jp_http_port, jp_base_url
+):
+    """The socket now acts (prompts): a page of another origin, riding the user's login cookie, gets no socket
+    (Jupyter's own origin check, as for kernel sockets); the same cookie from the server's own origin does."""
+    from tornado.httpclient import HTTPClientError, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    s = await api.open(make_notebook("nb.ipynb"), "echo")
+    resp = await jp_fetch("api", "status")  # token-authenticated: the server sets its login cookie
+    cookies = [c.split(";", 1)[0] for c in resp.headers.get_list("Set-Cookie")]
+    assert cookies, "the server set no login cookie"
+    host = f"127.0.0.1:{jp_http_port}"  # the login cookie is named after the host it was set for
+    url = f"ws://{host}{jp_base_url}jupyter-acp/sessions/{s['id']}/stream"
+
+    def request(origin: str) -> HTTPRequest:
+        return HTTPRequest(url, headers={"Cookie": "; ".join(cookies), "Origin": origin, "Host": host})
+
+    with pytest.raises(HTTPClientError) as exc:
+        await websocket_connect(request("http://evil.example"))
+    assert exc.value.code == 403
+    ws = await websocket_connect(request(f"http://{host}"))
+    await ws.write_message(json.dumps({"op": "cancel", "ref": 1}))
+    while True:
+        answer = json.loads(await ws.read_message())
+        if isinstance(answer, dict):
+            break
+    assert answer == {"ref": 1, "ok": True, "cancelled": False}
+    ws.close()
