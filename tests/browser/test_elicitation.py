@@ -163,3 +163,14 @@ def test_form_url_and_decline(ui):
     expect(cards.nth(2).locator(".jp-ACP-elicitResult")).to_have_text("Declined.")
     ui.shot("elicitation-replayed", full=False)
     panel.screenshot(path=str(SCREENS / "c1-replayed.png"))
+
+    # -- the dark theme: a question waiting, its fields and buttons readable ----------------------------------
+    ui.page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    ui.page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
+    ui.send(ask({"do": "elicit", "params": {"mode": "form", "message": "Which columns?", "requestedSchema": SCHEMA}}))
+    card = panel.locator(".jp-ACP-elicitation:not(.jp-mod-resolved)")
+    expect(card).to_be_visible(timeout=LONG)
+    card.screenshot(path=str(SCREENS / "c1-form-dark.png"))
+    card.get_by_role("button", name="Dismiss without an answer").click()
+    expect(panel.locator(".jp-ACP-elicitResult").last).to_have_text("Cancelled.", timeout=LONG)
+    ui.page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
