@@ -172,10 +172,10 @@ class HostileAgent:
                 self.vars[str(a["as"])] = answer.get("terminalId")
             return answer
         if do == "elicit":
-            params = {"sessionId": sid, **(a.get("params") or {})}
-            if params["sessionId"] is None:
-                del params["sessionId"]
-            return await self.conn.request("elicitation/create", params)
+            asked = {"sessionId": sid, **(a.get("params") or {})}
+            if asked["sessionId"] is None:
+                del asked["sessionId"]
+            return await self.conn.request("elicitation/create", asked)
         if do == "elicit_complete":
             await self.conn.notify("elicitation/complete", {"elicitationId": a.get("elicitationId")})
             return "sent"
