@@ -343,3 +343,16 @@ async def test_multi_select_and_a_form_without_fields(api, make_notebook):
         {"action": "accept", "content": {"cols": ["b", "a"]}},
         {"action": "accept", "content": {}},
     ]
+
+
+async def test_agent_exit_cancels_the_question(api, make_notebook):
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    crash = {"do": "later", "delay": 0.5, "actions": [{"do": "exit"}]}
+    turn, ev = await start(api, s["id"], [crash, form()])
+    events = await api.wait_turn_end(s["id"], turn)
+    resolved = [e for e in events if e["type"] == "elicitation_resolved"]
+    assert [(r["elicitation_id"], r["action"]) for r in resolved] == [(ev["elicitation_id"], "cancel")]
+    assert resolved[0]["reason"] == "agent 'hostile' exited", resolved
+    with pytest.raises(HTTPClientError) as err:
+        await answer(api, s["id"], ev["elicitation_id"], {"action": "decline"})
+    assert err.value.code == 404

@@ -25,6 +25,7 @@ turn are only in the report). Actions:
   {"do": "elicit", "params": {...}}                         ``elicitation/create`` with this session's id unless params
                                                             name one (``"sessionId": null`` sends none); the answer
   {"do": "elicit_complete", "elicitationId": E}             the ``elicitation/complete`` notification
+  {"do": "exit", "code"?: N}                                the agent process ends at once (a crash mid-request)
 
 Strings ``"$V"`` anywhere in an action are replaced by what ``as`` kept (``$sid``: this session's id).
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import uuid
 from typing import Any
 
@@ -179,6 +181,9 @@ class HostileAgent:
         if do == "elicit_complete":
             await self.conn.notify("elicitation/complete", {"elicitationId": a.get("elicitationId")})
             return "sent"
+        if do == "exit":
+            self._write_report({"do": "exit"})
+            os._exit(int(a.get("code", 3)))
         if do == "sleep":
             await asyncio.sleep(float(a.get("seconds", 0.5)))
             return "slept"
