@@ -154,7 +154,12 @@ class JupyterACP(ExtensionApp):
         self._stopping = False
         self._kernel_events_before_ready = 0
         self.background = Background(
-            self.log, self.serverapp.io_loop, self._prepare, self._finish, lambda: self.startup_wait
+            self.log,
+            self.serverapp.io_loop,
+            self._prepare,
+            self._finish,
+            lambda: self.startup_wait,
+            discard=lambda prepared: prepared["store"].close(),
         )
         atexit.register(self._kill_agents_now)
         # listeners at load, so that no event is missed; they wait for the hub (renames) or are replayed to it

@@ -2,7 +2,8 @@
 
 ``Background`` runs ``prepare`` (the heavy imports and the blocking I/O: pydantic, the store's SQLite file, ...) in a
 thread started when the extension loads, then ``finish`` on the server's event loop (the objects that belong to the
-loop: the hub, the tool surface). A request that needs them awaits ``ready()``: an asyncio future set from the loop,
+loop: the hub, the tool surface). The thread waits until the loop runs: the server's own start (the other extensions,
+the HTTP server) does not share the GIL with it, only the loop does (which is idle but for the first requests). A request that needs them awaits ``ready()``: an asyncio future set from the loop,
 so the loop keeps serving everything else meanwhile. ``gated`` wraps every route's handler class so that it waits
 (after authentication) and, if the start failed, answers 503 with the reason and a Retry-After.
 """
@@ -43,12 +44,16 @@ class Background:
         prepare: Callable[[], Any],
         finish: Callable[[Any], Any],
         wait: Callable[[], float],
+        discard: Callable[[Any], None] = lambda prepared: None,
     ) -> None:
         self.log = log
         self.io_loop = io_loop
         self._prepare = prepare
         self._finish = finish
         self._wait = wait
+        self._discard = discard
+        #: set once the loop runs (or when someone needs the result now): the thread starts its work then
+        self._go = threading.Event()
         self.prepared: Any = _UNSET
         self.value: Any = _UNSET
         #: why the start failed (the exception's type and words), or None
@@ -58,18 +63,24 @@ class Background:
 
     def start(self) -> None:
         self._thread.start()
+        self.io_loop.add_callback(self._go.set)  # runs once the server's loop does
 
     @property
     def done(self) -> bool:
         return self.value is not _UNSET or self.error is not None
 
     def _run(self) -> None:
+        self._go.wait()
         try:
             prepared = self._prepare()
         except BaseException as exc:  # reported (with its traceback) by finish, on the loop
             prepared = _Failed(exc)
         self.prepared = prepared
-        self.io_loop.add_callback(self.finish)  # thread-safe: runs on the server's loop
+        try:
+            self.io_loop.add_callback(self.finish)  # thread-safe: runs on the server's loop
+        except RuntimeError:  # the loop is closed (the server stopped meanwhile): nobody will use it
+            if not isinstance(prepared, _Failed):
+                self._discard(prepared)
 
     def finish(self) -> None:
         """On the loop (or in ``require``): build what belongs to the loop, then wake every waiting request."""
@@ -102,6 +113,7 @@ class Background:
     def require(self) -> Any:
         """The built value now, blocking until the thread is done if it is not yet (code outside the routes)."""
         if not self.done:
+            self._go.set()  # the loop may be the caller: do not wait for it to turn
             self._thread.join()
             self.finish()
         if self.error is not None:
