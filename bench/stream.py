@@ -1,6 +1,6 @@
 """Streaming through the whole server path, against the same agent read directly over its pipe.
 
-    python bench/stream.py [--chunks 10000] [--repeat 3] [--warm 30] [--profile FILE]
+    python bench/stream.py [--chunks 10000] [--repeat 3] [--via socket|http] [--warm 30] [--profile FILE]
 
 Floor: the scripted ``stream`` agent driven over its stdio pipe by a bare JSON-RPC client in this
 process.  Measured: the same agent configured in a real ``jupyter server`` subprocess, the prompt
@@ -147,8 +147,9 @@ async def warm_through_server(server: ServerProcess, sid: str, n: int, via: str)
     return out
 
 
-async def through_server(server: ServerProcess, sid: str, chunks: int) -> tuple[float, float]:
-    """(seconds to the first chunk, seconds to turn_ended) from POST prompt to the WebSocket."""
+async def through_server(server: ServerProcess, sid: str, chunks: int, via: str = "socket") -> tuple[float, float]:
+    """(seconds to the first chunk, seconds to turn_ended) from the prompt (``via`` "http": POSTed; "socket": an
+    op on the session's WebSocket, as the panel sends it) to the events on the WebSocket."""
     last = server.get("sessions", sid).json()["last_seq"]
     ws_url = f"ws://127.0.0.1:{server.port}/jupyter-acp/sessions/{sid}/stream?after={last}"
     ws = await websocket_connect(HTTPRequest(ws_url, headers=server.headers))
@@ -157,8 +158,10 @@ async def through_server(server: ServerProcess, sid: str, chunks: int) -> tuple[
         pid = server.proc.pid  # type: ignore[union-attr]
         c0 = cpu_seconds(pid)
         t0 = time.perf_counter()
-        resp = await client.post(server.url("sessions", sid, "prompt"), json={"text": "go"})
-        resp.raise_for_status()
+        if via == "http":
+            (await client.post(server.url("sessions", sid, "prompt"), json={"text": "go"})).raise_for_status()
+        else:
+            await ws.write_message(json.dumps({"op": "prompt", "ref": 1, "text": "go"}))
         first = None
         count = 0
         while True:
@@ -166,7 +169,12 @@ async def through_server(server: ServerProcess, sid: str, chunks: int) -> tuple[
             if msg is None:
                 raise RuntimeError("stream closed")
             ended = False
-            for event in json.loads(msg):
+            data = json.loads(msg)
+            if isinstance(data, dict):  # the op's answer
+                if not data.get("ok"):
+                    raise RuntimeError(data)
+                continue
+            for event in data:
                 if event["type"] == "session_update":
                     count += 1
                     if first is None:
@@ -208,7 +216,7 @@ async def main_async(args: argparse.Namespace) -> None:
             f, t = await direct(args.chunks)
             d_first.append(f)
             d_total.append(t)
-            f, t = await through_server(server, sid, args.chunks)
+            f, t = await through_server(server, sid, args.chunks, args.via)
             s_first.append(f)
             s_total.append(t)
         if args.warm:
@@ -229,7 +237,7 @@ async def main_async(args: argparse.Namespace) -> None:
     rates = sorted(args.chunks / t / d_rate for t in s_total)
     print(f"chunks per turn            {args.chunks}")
     print(f"direct pipe (floor)        {d_rate:10.0f} chunks/s   first chunk {med(d_first) * 1000:7.2f} ms")
-    print(f"server -> WebSocket        {s_rate:10.0f} chunks/s   first chunk {med(s_first) * 1000:7.2f} ms")
+    print(f"server -> WebSocket ({args.via:6}) {s_rate:8.0f} chunks/s   first chunk {med(s_first) * 1000:7.2f} ms")
     print(f"throughput ratio           {s_rate / d_rate:10.2f}x  (goal >= 0.8x; runs {rates[0]:.2f}-{rates[-1]:.2f}x)")
     print(f"first-chunk overhead       {overhead_ms:10.2f} ms (goal < 5 ms)")
     d_cpu, s_cpu = med(CPU["direct"]) / args.chunks * 1e6, med(CPU["server"]) / args.chunks * 1e6
@@ -258,6 +266,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--chunks", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--via", choices=("socket", "http"), default="socket", help="how the streamed prompt is sent")
     p.add_argument("--warm", type=int, default=30, help="warm prompts per path and repeat (0: skip)")
     p.add_argument("--profile", default="", help="py-spy the server while it streams; collapsed stacks to this file")
     asyncio.run(main_async(p.parse_args()))
