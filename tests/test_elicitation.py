@@ -356,3 +356,37 @@ async def test_agent_exit_cancels_the_question(api, make_notebook):
     with pytest.raises(HTTPClientError) as err:
         await answer(api, s["id"], ev["elicitation_id"], {"action": "decline"})
     assert err.value.code == 404
+
+
+async def test_a_waiting_question_survives_the_replay_page(api, make_notebook, jp_serverapp, jp_ws_fetch):
+    """Like a pending permission card: a question still waiting is sent first (pinned) on reconnect, however
+    much the agent said after it."""
+    hub = jp_serverapp.web_app.settings["jupyter_acp"].hub
+    s = await api.open(make_notebook("nb.ipynb"), "hostile")
+    turn, ev = await start(api, s["id"], [form()])
+    session = hub.get(s["id"])
+    for _i in range(12):  # far more than a page (1 MiB) after the question
+        hub.emit(
+            session,
+            "session_update",
+            update={"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "y" * (200 * 1024)}},
+        )
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
+    ws = await jp_ws_fetch("jupyter-acp", "sessions", s["id"], "stream", params={"after": "0"})
+    got: list[dict[str, Any]] = []
+    while not got or got[-1]["seq"] < session.seq:
+        msg = await asyncio.wait_for(ws.read_message(), 30)
+        assert msg is not None
+        got += json.loads(msg)
+    ws.close()
+    pinned = [e for e in got if e.get("pinned")]
+    assert ev["seq"] in [e["seq"] for e in pinned], [e["type"] for e in pinned]
+    assert not any(e["seq"] == ev["seq"] for e in got if not e.get("pinned")), "the page itself starts later"
+    # the card still works: answered, the turn ends (its events lie past a page of GET events: ask the hub)
+    await answer(api, s["id"], ev["elicitation_id"], {"action": "decline"})
+    for _i in range(300):
+        if session.turn is None:
+            break
+        await asyncio.sleep(0.05)
+    assert session.turn is None and not hub.waiting_elicitations(session)

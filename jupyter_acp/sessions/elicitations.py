@@ -171,6 +171,10 @@ class Elicitations:
     #: pending (and URL ones accepted and awaiting completion) by our id, for every session
     elicitations: dict[str, PendingElicitation]
 
+    def waiting_elicitations(self, session: NotebookSession) -> set[str]:
+        """Our ids of this session's questions nobody answered yet (a replay sends their cards first)."""
+        return {k for k, p in self.elicitations.items() if p.session_id == session.id and not p.answered}
+
     async def ask_elicitation(self, session: NotebookSession, agent: tuple[str, int], params: dict[str, Any]) -> Any:
         """``elicitation/create``: checked, shown to the user, answered (or cancelled) as the ACP result."""
         mode = params.get("mode", "form")

@@ -193,6 +193,13 @@ class EventLog:
                         for e in self.store.find(session.id, "permission_request", after, first)
                         if e.get("request_id") in session.pending_permissions
                     ]
+                waiting = self.waiting_elicitations(session)
+                if waiting:  # a question the agent still waits on, like a permission card
+                    pinned += [
+                        e
+                        for e in self.store.find(session.id, "elicitation_request", after, first)
+                        if e.get("elicitation_id") in waiting
+                    ]
             except StoreError as exc:
                 log.warning("reading the transcript failed: %s", exc)
             pinned.sort(key=lambda e: e["seq"])
