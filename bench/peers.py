@@ -11,8 +11,8 @@ that answers each prompt with one chunk), Jupyter AI through a local persona (``
 Per path, medians of ``--repeat`` fresh servers:
 - cold first answer: a fresh server (not timed while it starts), the first prompt of the first session until its
   answer (the agent's spawn included); the floor is the agent spawned and driven directly over its pipe;
-- warm: ``--warm`` prompts back to back, each until the turn's end as a client sees it (ours: the session's
-  WebSocket; Jupyter AI: its REST answer); "idle" the same after 1 s of quiet, ``--idle`` times;
+- warm: ``--warm`` prompts back to back, each until the turn's end as a client sees it (ours: a prompt op on the
+  session's WebSocket, as the panel sends it, until ``turn_ended`` there; Jupyter AI: its REST answer); "idle" the same after 1 s of quiet, ``--idle`` times;
 - the server's RSS growth over 100 warm prompts, and Jupyter AI's empty answers (it returns whatever the
   ephemeral chat holds when the persona stops "processing").
 Jupyter AI's chat WebSocket path (YChat over the collaboration room) is not driven here: only its REST route.
@@ -187,7 +187,12 @@ async def ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                         msg = await ws.read_message()
                         if msg is None:
                             raise RuntimeError("the session's stream closed")
-                        if any(e.get("type") == kind for e in json.loads(msg)):
+                        frame = json.loads(msg)
+                        if isinstance(frame, dict):  # the answer to an op (events come as arrays)
+                            if not frame.get("ok"):
+                                raise RuntimeError(f"the prompt was refused: {frame}")
+                            continue
+                        if any(e.get("type") == kind for e in frame):
                             return
 
                 (await client.post(server.url("sessions", sid, "prompt"), json={"text": "hi"})).raise_for_status()
@@ -195,9 +200,10 @@ async def ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 colds.append(time.perf_counter() - t0)
                 await until("turn_ended")
 
-                async def turn(server: ServerProcess = server, sid: str = sid) -> float:
+                async def turn(ws: Any = ws) -> float:
+                    """A warm prompt as the panel sends it: an op on the session's open WebSocket."""
                     t1 = time.perf_counter()
-                    (await client.post(server.url("sessions", sid, "prompt"), json={"text": "hi"})).raise_for_status()
+                    await ws.write_message(json.dumps({"op": "prompt", "ref": 1, "text": "hi"}))
                     await until("turn_ended")
                     return time.perf_counter() - t1
 
@@ -357,7 +363,7 @@ async def main_async(args: argparse.Namespace) -> None:
     rows: list[tuple[str, dict[str, Any]]] = []
     base = await floor(args)
     rows.append(("the agent driven directly (floor)", base))
-    rows.append(("this project (REST prompt, WebSocket events)", await ours(args, tmp)))
+    rows.append(("this project (first prompt over REST, then ops on the WebSocket)", await ours(args, tmp)))
     if python is not None:
         rows.append(("Jupyter AI 3.2, REST `/api/ai/message`", await jupyter_ai(args, tmp, python)))
     print(f"# {args.repeat} fresh servers per path, {args.warm} warm and {args.idle} idle prompts each; medians")
