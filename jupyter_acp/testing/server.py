@@ -114,13 +114,23 @@ class ServerProcess:
             # poll the small session state, not the whole transcript; back off so that many
             # waiting callers do not load the server they measure
             if self.get("sessions", sid).json().get("turn_id") != turn:
-                events = self.get("sessions", sid, "events").json()
+                events = self.events(sid)
                 if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in events):
                     return turn, events
             time.sleep(pause)
             pause = min(pause * 1.5, 0.25)
         events = self.get("sessions", sid, "events").json()
         raise AssertionError(f"turn did not end: {events[-5:]}")
+
+    def events(self, sid: str, after: int = 0) -> list[dict[str, Any]]:
+        """Every event after ``after``, page by page (one ``GET events`` is one page: a long turn spans more)."""
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.get("sessions", sid, "events", after=after).json()
+            if not page:
+                return out
+            out += page
+            after = page[-1]["seq"]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
         if self.proc and self.proc.poll() is None:
