@@ -62,6 +62,14 @@ class TurnView:
                 "answer": None,
             }
             self._line(self._permission_line(event["request_id"]))
+        elif kind == "elicitation_request":
+            # the cell has no form of its own: the question waits in the Agent panel (the turn waits with it)
+            question = str(event.get("message") or "a question")[:200]
+            self.notices.append(f"❓ the agent asks: {question}. Answer it in the Agent panel.")
+            self._line(self.notices[-1])
+        elif kind == "elicitation_resolved":
+            self.notices.append(f"❓ answered: {event.get('action', 'done')}")
+            self._line(self.notices[-1])
         elif kind == "permission_resolved":
             rid: Any = event.get("request_id")
             p = self.permissions.get(rid)
