@@ -33,6 +33,11 @@ class Turns:
             raise HubError(
                 f"agent {session.agent!r} is no longer configured (JupyterACP.agents); its history stays readable", 409
             )
+        conn = self.connections.get(session.agent)
+        if conn is not None and conn.init_result:
+            refusal = unsupported_content(session.agent, conn.init_result, blocks)
+            if refusal:
+                raise HubError(refusal, 400)
         turn = Turn(id=uuid.uuid4().hex[:12])
         session.turn = turn
         session.last_used = time.monotonic()
@@ -80,6 +85,10 @@ class Turns:
             if await self.follower.refresh_if_changed(session, in_turn=True):
                 await self.ensure_acp_session(session)  # reopened (resumed, loaded, or new and re-seeded)
             conn = self.connection(session.agent)
+            refusal = unsupported_content(session.agent, conn.init_result or {}, blocks)
+            if refusal:  # the agent started with this prompt waiting: only now are its capabilities known
+                return {"error": refusal, "error_kind": "unsupported_content"}
+            blocks = fit_prompt(conn.init_result or {}, blocks)
             if session.reseed:
                 blocks = self._seeded(session, blocks, turn.id)
                 session.reseed = False
@@ -255,3 +264,42 @@ class Turns:
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
             session.config_options = result["configOptions"]
         self.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+
+
+#: content block types an agent takes only when its ``promptCapabilities`` says so (text and resource links always)
+CAPABILITY_OF = {"image": "image", "audio": "audio"}
+
+
+def unsupported_content(agent: str, init_result: dict[str, Any], blocks: list[dict[str, Any]]) -> str | None:
+    """Why the agent cannot take this prompt (images or audio its ``promptCapabilities`` leaves out), else None.
+
+    ACP says a client must not send what the agent did not advertise; an agent may fail on it or drop it unsaid.
+    Embedded resources are not refused: ``fit_prompt`` turns them into text for an agent without
+    ``embeddedContext``."""
+    caps = (init_result.get("agentCapabilities") or {}).get("promptCapabilities") or {}
+    kinds = {b.get("type") for b in blocks if isinstance(b, dict)}
+    missing = sorted(k for k in kinds if k in CAPABILITY_OF and not caps.get(CAPABILITY_OF[k]))
+    if not missing:
+        return None
+    what = " and ".join(f"{k} blocks (promptCapabilities.{CAPABILITY_OF[k]})" for k in missing)
+    return (
+        f"agent {agent!r} does not take {what}: nothing was sent. Remove them from the prompt, or pick an agent "
+        "that takes them."
+    )
+
+
+def fit_prompt(init_result: dict[str, Any], blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Embedded text resources (the panel's selection, the cells above) as text for an agent without
+    ``promptCapabilities.embeddedContext``, which ACP says must not receive them."""
+    caps = (init_result.get("agentCapabilities") or {}).get("promptCapabilities") or {}
+    if caps.get("embeddedContext"):
+        return blocks
+    out = []
+    for b in blocks:
+        res = b.get("resource") if isinstance(b, dict) and b.get("type") == "resource" else None
+        if isinstance(res, dict) and isinstance(res.get("text"), str):
+            name = res.get("title") or res.get("uri") or "attached text"
+            out.append({"type": "text", "text": f"{name}:\n\n{res['text']}"})
+        else:
+            out.append(b)
+    return out
