@@ -7,7 +7,16 @@ agent would) and times, on one keep-alive connection, ``tools/call client_notebo
 notebook of ``--cells`` cells and a bare ``ping`` (the floor: same listener, same auth, no tool).
 Then ``--sessions`` sessions (their notebooks opened once beforehand) call at once and the p95 is
 compared with the idle p95.
-Goals: call within 1.5x of the floor plus the tool's own time; p95 under load within 3x of idle.
+Goals: call within 1.5x of the floor plus the tool's own time; p95 under load within 5x of idle (issue 16).
+
+What "at once" means here: each session's turn runs its calls back to back (a closed loop, no think
+time) in the scripted agent's ``asyncio.to_thread``, whose default pool has ``min(32, cores + 4)``
+workers: on 2 cores 6 sessions call at any moment, the others wait for a worker (not timed).  With
+one server event loop serving closed-loop clients, a call under load waits behind the requests of
+the others ahead of it, so the p95 ratio is bounded below by about that concurrency whatever the
+server's per-call cost; a faster server shows as a lower load p95 and a shorter wall time.  The bench's
+own side is one asyncio loop with one keep-alive client (``Client``), so it takes little CPU from the
+server it measures; on a shared machine compare runs interleaved and read medians over several.
 """
 
 from __future__ import annotations
@@ -127,10 +136,14 @@ def main() -> None:
         f"tools/call outline           {call:7.2f} ms median  ({call / ping:.1f}x the bare POST; goal <= 1.5x plus the tool's own time)"
     )
     print(f"first call of a notebook     {statistics.median(cold):7.2f} ms median (opens the live document)")
-    print(f"idle p95                     {pct(idle['call'], 0.95):7.2f} ms")
+    print(f"idle p50 / p95               {pct(idle['call'], 0.5):7.2f} / {pct(idle['call'], 0.95):.2f} ms")
+    print(
+        f"{len(loaded)} sessions at once p50      {pct(under, 0.5):7.2f} ms  "
+        f"({pct(under, 0.5) / pct(idle['call'], 0.5):.1f}x idle p50)"
+    )
     print(
         f"{len(loaded)} sessions at once p95    {pct(under, 0.95):7.2f} ms  "
-        f"({pct(under, 0.95) / pct(idle['call'], 0.95):.1f}x idle p95; goal <= 3x)  [{len(under)} calls in {wall:.1f} s]"
+        f"({pct(under, 0.95) / pct(idle['call'], 0.95):.1f}x idle p95; goal <= 5x)  [{len(under)} calls in {wall:.1f} s]"
     )
 
 
