@@ -1,4 +1,4 @@
-"""REST and WebSocket handlers: thin. Validate, authorize, call the hub.
+"""REST handlers: thin. Validate, authorize, call the hub (the session's WebSocket is ``session_socket.py``).
 
 Every handler is authenticated and authorized through jupyter_server (``auth_resource =
 "jupyter_acp"``); the Authorizer sees read for GET and write for POST.
@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
-from jupyter_core.utils import ensure_async
-from jupyter_server.auth.decorator import authorized, ws_authenticated
-from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
-from tornado import web, websocket
+from tornado import web
 
 from ..protocol.kernel_link import AUTH_RESOURCE
-from ..sessions.model import HubError, encode
-from ..sessions.store_cap import cap_event
+from ..sessions.model import HubError
 from .base import (
     ConfigBody,
     ModeBody,
@@ -35,9 +32,6 @@ if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the 
     from ..sessions.hub import NotebookSession, SessionHub
 
 log = logging.getLogger(__name__)
-
-#: largest WebSocket frame of events (one event bigger than this, up to max_event_bytes, goes alone)
-FRAME_BYTES = 256 * 1024
 
 
 # -- base ----------------------------------------------------------------------------------------
@@ -223,190 +217,6 @@ class EventsHandler(BaseHandler):
         self.send(self.hub.events(session, after, limit_n, before=before, current=current_only(self)))
 
 
-class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
-    """The same events live, replayed from ``after`` first: a reconnecting client loses nothing.
-
-    Each message from the server is a JSON array of one or more events, in ``seq`` order, or a JSON object: the
-    answer to an operation the client sent on this socket (a warm turn costs no extra HTTP request):
-
-    - ``{"op": "prompt", "ref": R, "text": ...}`` (or ``"prompt": [blocks]``): as ``POST .../prompt``;
-    - ``{"op": "cancel", "ref": R}``: as ``POST .../cancel``;
-    - ``{"op": "permission", "ref": R, "request_id": ..., "option_id": ...}``: as ``POST .../permissions/{id}``.
-
-    Same validation, same hub calls as the routes, and the Authorizer asked for ``write`` at each operation (the
-    socket itself needs only ``read``). The answer is ``{"ref": R, "ok": true, ...what the route answers}`` or
-    ``{"ref": R, "ok": false, "status": N, "error": "which rule refused, and how to change it"}``; a bad frame is
-    answered so and the socket goes on serving. Operations run one after the other, in the order sent.
-    """
-
-    if TYPE_CHECKING:  # pragma: no cover
-        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
-        @property
-        def extensionapp(self) -> Any: ...
-
-    auth_resource = AUTH_RESOURCE
-    _unsubscribe: Any = None
-    _current = False
-
-    @property
-    def hub(self) -> SessionHub:
-        return self.extensionapp.hub
-
-    async def pre_get(self) -> None:
-        authorized_ = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE))
-        if not authorized_:
-            raise web.HTTPError(403)
-
-    @ws_authenticated
-    async def get(self, *args: Any, **kwargs: Any) -> None:
-        await self.pre_get()
-        try:
-            self._session = self.hub.get(kwargs["session_id"])
-        except HubError as exc:
-            raise http_error(exc) from None
-        try:
-            self._after = int(self.get_query_argument("after", "0"))
-        except ValueError:
-            raise web.HTTPError(400, "after is an integer") from None
-        self._current = current_only(self)
-        res = super().get(*args, **kwargs)
-        if res is not None:
-            await res
-
-    def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        self.set_nodelay(True)  # small frames must not wait for delayed ACKs
-        replay, self._unsubscribe = self.hub.subscribe(self._session, self._after, self._deliver, current=self._current)
-        pinned = [e for e in replay if e.get("pinned")]
-        if pinned:  # older than the page but still mattering: a frame of their own, first
-            self._send_frames(pinned, [encode(e) for e in pinned])
-            replay = replay[len(pinned) :]
-        if replay:
-            self._send_frames(replay, [encode(e) for e in replay])
-
-    def _deliver(self, events: list[dict[str, Any]], encoded: list[str]) -> None:
-        """One frame per batch: a burst of 10,000 chunks costs a handful of frames, not 10,000."""
-        self._send_frames(events, encoded)
-
-    def _send_frames(self, events: list[dict[str, Any]], encoded: list[str]) -> None:
-        """Events in frames of at most FRAME_BYTES (or one event), each event capped as the store keeps it."""
-        cap = self.extensionapp.max_event_bytes
-        frame: list[str] = []
-        size = 0
-        for event, text in zip(events, encoded, strict=True):
-            if cap > 0 and len(text) > cap // 4:
-                text = cap_event(event, text, cap)[1]
-            if frame and size + len(text) > FRAME_BYTES:
-                self._send("[" + ",".join(frame) + "]")
-                frame, size = [], 0
-            frame.append(text)
-            size += len(text) + 1
-        if frame:
-            self._send("[" + ",".join(frame) + "]")
-
-    def _send(self, frame: str) -> None:
-        try:
-            self.write_message(frame)
-        except websocket.WebSocketClosedError:
-            self._drop()
-
-    def _drop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-
-    @property
-    def max_message_size(self) -> int:
-        """Tornado closes the socket (1009) past this; below it, ``on_message`` answers an oversized op 413."""
-        return 4 * self._op_bytes() + 65536
-
-    def _op_bytes(self) -> int:
-        """The largest operation frame answered (as the prompt route bounds its body)."""
-        return self.extensionapp.max_prompt_bytes * 2 + 4096
-
-    async def on_message(self, message: str | bytes) -> None:
-        """An operation (prompt, cancel, permission): answered with a frame carrying the request's ``ref``."""
-        ref: Any = None
-        try:
-            if len(message) > self._op_bytes():
-                raise web.HTTPError(
-                    413, f"operation frame larger than {self._op_bytes()} bytes (JupyterACP.max_prompt_bytes)"
-                )
-            try:
-                frame = json.loads(message)
-            except ValueError:
-                raise web.HTTPError(400, 'the frame is not JSON; send an object such as {"op": "cancel"}') from None
-            if not isinstance(frame, dict):
-                raise web.HTTPError(400, "an operation frame is a JSON object with 'op' (prompt, cancel, permission)")
-            ref = frame.pop("ref", None)
-            if not (ref is None or (isinstance(ref, str) and len(ref) <= 64) or type(ref) is int):
-                ref = None
-                raise web.HTTPError(400, "ref is a string of at most 64 characters or an integer")
-            op = frame.pop("op", None)
-            run = self._ops.get(op) if isinstance(op, str) else None
-            if run is None:
-                raise web.HTTPError(400, f"unknown op {str(op)[:40]!r}: send one of {', '.join(self._ops)}")
-            if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "write", AUTH_RESOURCE)):
-                raise web.HTTPError(
-                    403,
-                    f"{op} needs write access to jupyter_acp and the Authorizer gives this user read only; "
-                    "ask the server's owner for write access (this socket still streams the events)",
-                )
-            try:
-                session = self.hub.get(self._session.id)
-                answer = await run(self, session, frame)
-            except HubError as exc:
-                raise http_error(exc) from None
-        except web.HTTPError as exc:
-            self._send_answer({"ref": ref, "ok": False, "status": exc.status_code, "error": exc.log_message or ""})
-            return
-        except Exception as exc:  # an op must never kill the stream
-            log.exception("websocket op failed")
-            self._send_answer({"ref": ref, "ok": False, "status": 500, "error": f"the server failed: {exc}"})
-            return
-        self._send_answer({"ref": ref, "ok": True, **answer})
-
-    def _send_answer(self, answer: dict[str, Any]) -> None:
-        self._send(json.dumps(answer))
-
-    async def _op_prompt(self, session: NotebookSession, frame: dict[str, Any]) -> dict[str, Any]:
-        body: PromptBody = _validated(PromptBody, frame)
-        try:
-            blocks = body.blocks()
-        except ValueError as exc:
-            raise web.HTTPError(400, str(exc)) from None
-        self.extensionapp.check_prompt(blocks)
-        return {"turn_id": await self.hub.prompt(session, blocks)}
-
-    async def _op_cancel(self, session: NotebookSession, frame: dict[str, Any]) -> dict[str, Any]:
-        if frame:
-            raise web.HTTPError(400, f"cancel takes no fields besides op and ref (got {', '.join(sorted(frame))})")
-        return {"cancelled": await self.hub.cancel(session)}
-
-    async def _op_permission(self, session: NotebookSession, frame: dict[str, Any]) -> dict[str, Any]:
-        request_id = frame.pop("request_id", None)
-        if not isinstance(request_id, str) or not re.fullmatch(REQUEST_ID_CHARS, request_id):
-            raise web.HTTPError(400, "request_id: the permission request's id (letters, digits, _ and -, up to 64)")
-        body: PermissionBody = _validated(PermissionBody, frame)
-        self.hub.answer_permission(session, request_id, body.option_id)
-        return {"request_id": request_id, "option_id": body.option_id}
-
-    _ops: dict[str, Any] = {"prompt": _op_prompt, "cancel": _op_cancel, "permission": _op_permission}
-
-    def on_close(self) -> None:
-        self._drop()
-
-
-def _validated(model: Any, data: dict[str, Any]) -> Any:
-    """An op's fields as ``model`` (as ``parse_body`` does for a route), or a 400 saying which field and why."""
-    from pydantic import ValidationError  # off the server's start (the background build imported it already)
-
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-        raise web.HTTPError(400, errors) from None
-
-
 #: a notebook session id in a route
 SESSION_ID = r"(?P<session_id>[0-9a-f]{32})"
 #: a permission request id (in a route and in a WebSocket permission op)
@@ -421,6 +231,7 @@ def handlers() -> list[tuple[str, type]]:
     from .elicitation_routes import handlers as elicitation_handlers
     from .frontend_socket import FrontendWebSocket
     from .revert import RevertHandler
+    from .session_socket import StreamHandler
 
     sid = SESSION_ID
     return [
