@@ -14,23 +14,28 @@ from .render import first_line, image_refs, output_summary, render_outputs
 from .surface import ToolContext, ToolDef, error_result, text_result
 
 # -- outline -----------------------------------------------------------------------------------------
-#: notebook path -> (the cells list its rows were built from, start, limit, rows, lines).  The live backend
-#: hands out one shared list until the document changes (``NotebookAccess.cached_cells``), so the rows of
-#: an unchanged notebook are built once, not on every call; any change gives a new list and a rebuild.
-#: The list is held, so an identity match can never be a recycled id.  Other backends give a fresh list
-#: per read: they always rebuild.
-_OUTLINE_ROWS: OrderedDict[str, tuple[Any, int, int, list[dict[str, Any]], list[str]]] = OrderedDict()
-_OUTLINE_ROWS_KEPT = 64
+#: notebook path -> (the cells list its pages were built from, {(start, limit): (rows, lines)}).  The live
+#: backend hands out one shared list until the document changes (``NotebookAccess.cached_cells``), so the
+#: rows of an unchanged notebook are built once, not on every call; a change gives a new list and a rebuild.
+#: The list is held (so an identity match can never be a recycled id), one per notebook and only for the
+#: live backend (the others give a fresh list per read: nothing to keep); a few notebooks and pages.
+_OUTLINE_ROWS: OrderedDict[str, tuple[Any, dict[tuple[int, int], tuple[list[dict[str, Any]], list[str]]]]] = (
+    OrderedDict()
+)
+_OUTLINE_ROWS_KEPT = 32
+_OUTLINE_PAGES_KEPT = 16
 
 
 def _outline_rows(
-    path: str, cells: list[dict[str, Any]], start: int, limit: int
+    path: str, cells: list[dict[str, Any]], start: int, limit: int, keep: bool = True
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The outline's rows and their text lines, in one pass (cached while ``cells`` is the same list)."""
-    hit = _OUTLINE_ROWS.get(path)
-    if hit is not None and hit[0] is cells and hit[1] == start and hit[2] == limit:
-        _OUTLINE_ROWS.move_to_end(path)
-        return hit[3], hit[4]
+    """The outline's rows and their text lines, in one pass (kept while ``cells`` is the same list)."""
+    entry = _OUTLINE_ROWS.get(path)
+    if entry is not None and entry[0] is cells:
+        hit = entry[1].get((start, limit))
+        if hit is not None:
+            _OUTLINE_ROWS.move_to_end(path)
+            return hit
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
     for i, c in enumerate(cells[start : start + limit], start):
@@ -56,10 +61,15 @@ def _outline_rows(
         exec_part = f" [{count}]" if count is not None else ""
         out_part = f" -> {summary}" if summary else ""
         lines.append(f"{i:>3} {cid} {ctype}{exec_part} ({n_lines} lines) {head!r}{out_part}")
-    _OUTLINE_ROWS[path] = (cells, start, limit, rows, lines)
-    _OUTLINE_ROWS.move_to_end(path)
-    while len(_OUTLINE_ROWS) > _OUTLINE_ROWS_KEPT:
-        _OUTLINE_ROWS.popitem(last=False)
+    if keep:
+        if entry is None or entry[0] is not cells:
+            entry = _OUTLINE_ROWS[path] = (cells, {})
+        if len(entry[1]) >= _OUTLINE_PAGES_KEPT:
+            entry[1].clear()
+        entry[1][(start, limit)] = (rows, lines)
+        _OUTLINE_ROWS.move_to_end(path)
+        while len(_OUTLINE_ROWS) > _OUTLINE_ROWS_KEPT:
+            _OUTLINE_ROWS.popitem(last=False)
     return rows, lines
 
 
@@ -78,7 +88,7 @@ async def notebook_outline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
             "language": await svc.kernels.language_async(kid),
             "state": svc.kernels.execution_state(kid),
         }
-    rows, lines = _outline_rows(ctx.notebook, cells, start, limit)
+    rows, lines = _outline_rows(ctx.notebook, cells, start, limit, keep=nb.kind == "live")
     end = start + len(rows)
     dirty = nb.dirty()
     header = [

@@ -13,10 +13,15 @@ def test_rows_kept_for_the_same_list_rebuilt_for_a_new_one():
     rows, lines = _outline_rows("t/nb.ipynb", cells, 0, 100)
     assert rows[0]["first_line"] == "x = 1" and rows[0]["line_count"] == 2
     assert _outline_rows("t/nb.ipynb", cells, 0, 100)[0] is rows  # same document state: not rebuilt
+    assert _outline_rows("t/nb.ipynb", cells, 1, 100)[0] == []  # another page, kept beside the first
+    assert _outline_rows("t/nb.ipynb", cells, 0, 100)[0] is rows
     changed = [{**cells[0], "source": "z = 3"}]
     rows2, lines2 = _outline_rows("t/nb.ipynb", changed, 0, 100)
     assert rows2[0]["first_line"] == "z = 3" and "'z = 3'" in lines2[0]
-    assert _outline_rows("t/nb.ipynb", changed, 1, 100)[0] == []  # another page: rebuilt
+    assert cell_reading._OUTLINE_ROWS["t/nb.ipynb"][0] is changed  # one list held per notebook: the newest
+    # a backend that reads afresh every time (file, tab): nothing kept
+    assert _outline_rows("t/file.ipynb", cells, 0, 100, keep=False)[0] == rows
+    assert "t/file.ipynb" not in cell_reading._OUTLINE_ROWS
     for i in range(cell_reading._OUTLINE_ROWS_KEPT + 5):  # bounded
         _outline_rows(f"t/{i}.ipynb", cells, 0, 100)
     assert len(cell_reading._OUTLINE_ROWS) == cell_reading._OUTLINE_ROWS_KEPT
