@@ -52,6 +52,7 @@ class Background:
         self._finish = finish
         self._wait = wait
         self._discard = discard
+        self._finishing = False
         #: set once the loop runs (or when someone needs the result now): the thread starts its work then
         self._go = threading.Event()
         self.prepared: Any = _UNSET
@@ -86,6 +87,9 @@ class Background:
         """On the loop (or in ``require``): build what belongs to the loop, then wake every waiting request."""
         if self.done or self.prepared is _UNSET:
             return
+        if self._finishing:  # asked for by the very code that builds it
+            raise StartupError("the jupyter_acp extension is being built; retry in a moment", retry_after=1)
+        self._finishing = True
         try:
             if isinstance(self.prepared, _Failed):
                 raise self.prepared.exc
@@ -98,6 +102,7 @@ class Background:
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
         self.prepared = None  # nothing kept alive twice
+        self._finishing = False
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():
