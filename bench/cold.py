@@ -7,8 +7,11 @@ until its first answer chunk. Measured: a fresh ``jupyter server`` (not timed wh
 ``POST sessions`` + ``POST prompt`` until the first answer chunk reaches the session's WebSocket; the agent gets
 its tools over MCP (the stdio shim), as most real agents do. Also the second notebook's session on the same
 server (the agent already running: the floor is then ``session/new`` + prompt), and the server's own start with
-and without the extension (until ``/api/status`` answers, and until the extension's first route answers).
+and without the extension, interleaved (until ``/api/status`` answers, and until the extension's first route answers;
+the server's CPU time until ``/api/status``, all threads and its main thread alone: on a loaded machine the wall
+times spread over seconds, the CPU times much less).
 Goals (issue 16): first answer within 30 ms of the floor, first session and later ones; start +50 ms at most.
+``--only start`` / ``--only answer``: one half.
 """
 
 from __future__ import annotations
