@@ -72,7 +72,7 @@ def test_switch_mode_and_model_and_they_stick(ui, second_ui, fake_model):
 
     # while a turn runs the mode can change, the model waits for the turn's end
     ui.send("take your time")
-    expect(panel.get_by_role("button", name="Stop the agent")).to_be_visible(timeout=LONG)
+    expect(panel.get_by_role("button", name="Stop the agent", exact=True)).to_be_visible(timeout=LONG)
     expect(panel.get_by_label("Model", exact=True)).to_be_disabled(timeout=LONG)
     expect(panel.get_by_label("Agent mode")).to_be_enabled()
     panel.get_by_label("Agent mode").select_option("ask")

@@ -1,0 +1,226 @@
+/**
+ * The shapes of the chat's state: the server's events and the items the panel renders (one per message, tool call,
+ * plan, turn end, notice, audit, question), kept apart from the reducer that makes them (`model.ts`).
+ */
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+export interface IAcpEvent {
+  seq: number;
+  type: string;
+  ts?: number;
+  [key: string]: any;
+}
+
+export interface IPermissionOption {
+  optionId: string;
+  name: string;
+  kind: string;
+}
+
+export interface IPermission {
+  requestId: string;
+  turnId: string | null;
+  options: IPermissionOption[];
+  source?: string;
+  /** Set once resolved: the option chosen, or cancelled. */
+  resolved?: { optionId?: string; cancelled?: boolean };
+  /**
+   * The server's own question when it asks on a card of the agent's (`_meta.jupyter_acp.agent_call`): its title,
+   * preview and arguments, which the agent's later updates of that card cannot change.
+   */
+  own?: { title: string; content: any[]; rawInput?: any };
+}
+
+export interface IPlanEntry {
+  content: string;
+  priority?: string;
+  status?: string;
+}
+
+interface IItemBase {
+  id: string;
+  turnId: string | null;
+  version: number;
+}
+
+export interface IUserItem extends IItemBase {
+  kind: 'user';
+  text: string;
+  attachments: string[];
+  /** The prompt's image blocks (thumbnails). */
+  images?: { mimeType: string; data: string }[];
+}
+export interface ITextItem extends IItemBase {
+  kind: 'message' | 'thought';
+  text: string;
+}
+export interface IToolItem extends IItemBase {
+  kind: 'tool';
+  toolCallId: string;
+  title: string;
+  toolKind: string;
+  status: string;
+  rawInput?: any;
+  rawOutput?: any;
+  content: any[];
+  locations: any[];
+  permissions: IPermission[];
+}
+export interface IPlanItem extends IItemBase {
+  kind: 'plan';
+  entries: IPlanEntry[];
+}
+export interface ITurnEndItem extends IItemBase {
+  kind: 'turn_end';
+  stopReason?: string;
+  error?: string;
+  errorKind?: string;
+  toolCallsServed?: number;
+  /** the notebook's tools reached the agent over MCP (an agent may ignore those: zero calls then says so) */
+  overMcp?: boolean;
+  /** when the turn started and ended (the server's event times, seconds): the turn footer's duration */
+  startedAt?: number;
+  endedAt?: number;
+}
+export interface INoticeItem extends IItemBase {
+  kind: 'notice';
+  text: string;
+  level: string;
+  phase?: string;
+  /** a revert notice's own fields: the turn reverted (null: edits outside a turn), changes undone, the cell */
+  revert?: { turnId: string | null; edits: number; cellId?: string };
+}
+
+/** An `audit` event of a refused action: which rule refused, and how the user can change it. */
+export interface IAuditItem extends IItemBase {
+  kind: 'audit';
+  text: string;
+  tool?: string;
+  action?: string;
+  rule?: string;
+}
+
+/** An agent terminal (``terminal/create``) as its last `terminal_output` event described it. */
+export interface ITerminalState {
+  terminalId: string;
+  /** the Jupyter terminal's name (JupyterLab opens it with `terminal:open`) */
+  name: string;
+  command: string;
+  args: string[];
+  cwd: string;
+  /** the tail of its output */
+  output: string;
+  truncated: boolean;
+  exitStatus: { exitCode?: number | null; signal?: string | null } | null;
+  released: boolean;
+}
+
+/**
+ * An agent's question (`elicitation/create`): a form from a JSON schema, or a URL the user opens. Answered
+ * through `POST .../elicitations/{id}`; `resolved` once answered, cancelled or (URL mode) completed.
+ */
+export interface IElicitationItem extends IItemBase {
+  kind: 'elicitation';
+  elicitationId: string;
+  mode: string;
+  message: string;
+  schema?: any;
+  url?: string;
+  urlHost?: string;
+  resolved?: { action: string; content?: any; reason?: string; by?: string };
+  /** URL mode: the agent said the out-of-band step is done (`elicitation/complete`) */
+  completed?: boolean;
+}
+
+export type Item =
+  IUserItem | ITextItem | IToolItem | IPlanItem | ITurnEndItem | INoticeItem | IAuditItem | IElicitationItem;
+
+/**
+ * A tool name as the user reads it: `client_edit_cell` -> "Edit cell". The names are the server's
+ * tool names (the gate's always-allow set and audit events carry them).
+ */
+export function toolLabel(name: string): string {
+  const known: Record<string, string> = {
+    client_execute_cells: 'Run cells',
+    client_execute_code: 'Run code',
+    client_edit_cell: 'Edit cell',
+    client_insert_cell: 'Insert cell',
+    client_delete_cells: 'Delete cells',
+    client_move_cell: 'Move cell',
+    'fs/write_text_file': 'Write files',
+    'fs/read_text_file': 'Read files'
+  };
+  const n = String(name ?? '');
+  if (known[n]) {
+    return known[n];
+  }
+  const words = n
+    .replace(/^client_|^mcp__[^_]+__/, '')
+    .replace(/[_/.-]+/g, ' ')
+    .trim();
+  return words ? words[0].toUpperCase() + words.slice(1) : n;
+}
+
+export interface ICommand {
+  name: string;
+  description?: string;
+  input?: any;
+}
+
+/** The agent's last `usage_update`: context window tokens used / size, and the session's cost so far. */
+export interface IUsage {
+  used: number;
+  size: number;
+  cost?: { amount: number; currency: string };
+}
+
+/** An ACP `usage_update` read defensively: null when it carries no usable figures. */
+export function usageOf(u: any): IUsage | null {
+  const used = Number(u?.used);
+  const size = Number(u?.size);
+  if (!Number.isFinite(used) || !Number.isFinite(size) || used < 0 || size <= 0) {
+    return null;
+  }
+  const out: IUsage = { used, size };
+  const amount = Number(u?.cost?.amount);
+  if (u?.cost && Number.isFinite(amount)) {
+    out.cost = { amount, currency: String(u.cost.currency ?? 'USD') };
+  }
+  return out;
+}
+
+export type Phase = 'unknown' | 'starting' | 'ready' | 'error';
+
+/** The agent's session modes (ACP `modes`). */
+export interface IModes {
+  currentModeId?: string;
+  availableModes?: { id: string; name?: string; description?: string }[];
+}
+
+/** One choice of a picker; `group` is set for options the agent grouped. */
+export interface IChoice {
+  value: string;
+  name: string;
+  description?: string;
+  group?: string;
+}
+
+/**
+ * A control the header shows for the session: the agent's mode, or one of its config options.
+ * `kind: 'mode'` switches through `POST .../mode`, the others through `POST .../config`.
+ */
+export interface IPicker {
+  kind: 'mode' | 'select' | 'boolean';
+  id: string;
+  name: string;
+  description?: string;
+  category?: string;
+  value: string | boolean;
+  choices: IChoice[];
+}
+
+export interface IAgentProblem {
+  kind: string; // needs_login | agent_failed | timeout | agent_error | ...
+  text: string;
+}
