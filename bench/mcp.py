@@ -123,8 +123,8 @@ def main() -> None:
         agents={"bench": AGENT},
         extra_args=["--JupyterACP.max_concurrent_turns=128", "--JupyterACP.turn_idle_timeout=600"],
     )
-    server.start()
     try:
+        server.start()  # inside the try: a server that fails to come up is stopped too
         sids = [server.open_session(f"nb{i:02d}.ipynb", "bench")["id"] for i in range(args.sessions)]
         cold, idle, loaded, wall = asyncio.run(run(server, sids, args.calls))
     finally:

@@ -333,9 +333,9 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
                 f"--GatewayClient.url={gateway.url}",
             ],
         )
-        server.start()
         bare = None
         try:
+            server.start()  # inside the try: a server that fails to come up is stopped too
             resp = httpx.post(
                 f"{server.base}/api/sessions",
                 headers=server.headers,
@@ -458,8 +458,8 @@ def main() -> None:
                 "--JupyterACPTools.permission_policy=auto",
             ],
         )
-        server.start()
         try:
+            server.start()  # inside the try: a server that fails to come up is stopped too
             resp = httpx.post(
                 f"{server.base}/api/sessions",
                 headers=server.headers,
