@@ -30,6 +30,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from jupyter_core.utils import ensure_async
+
 from . import summarise as _summarise_module
 from .channels import generation
 from .client import KernelConnection
@@ -150,9 +152,7 @@ class KernelBridge(KernelFacts):
             await self.drop(kernel_id)
             conn = None
         if not remote:
-            alive = kernel.is_alive()
-            if asyncio.iscoroutine(alive):
-                alive = await alive
+            alive = await ensure_async(kernel.is_alive())
             if not alive:
                 raise KernelUnavailable("the notebook's kernel is dead; restart it (Kernel > Restart) and try again")
         if conn is not None:
@@ -327,9 +327,7 @@ class KernelBridge(KernelFacts):
 
     async def interrupt(self, kernel_id: str) -> None:
         try:
-            res = self.km.interrupt_kernel(kernel_id)
-            if asyncio.iscoroutine(res):
-                await res
+            await ensure_async(self.km.interrupt_kernel(kernel_id))
         except Exception:
             log.exception("interrupting kernel %s failed", kernel_id)
 

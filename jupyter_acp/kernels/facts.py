@@ -5,11 +5,12 @@ kernel's language, the gateway's kernel spec, cached)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from typing import Any
+
+from jupyter_core.utils import ensure_async
 
 from .gateway import is_gateway_manager
 from .messages import describe
@@ -73,9 +74,7 @@ class KernelFacts:
         if is_gateway_manager(kernel):
             name = self.kernel_name(kernel_id)
             try:
-                spec = self.serverapp.kernel_spec_manager.get_kernel_spec(name)
-                if asyncio.iscoroutine(spec):
-                    spec = await spec
+                spec = await ensure_async(self.serverapp.kernel_spec_manager.get_kernel_spec(name))
                 language = (
                     ((spec or {}).get("spec") or {}).get("language")
                     if isinstance(spec, dict)

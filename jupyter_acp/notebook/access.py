@@ -7,12 +7,12 @@ its own (server settings, the YStore's config, pycrdt undo managers), apart from
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import pycrdt
+from jupyter_core.utils import ensure_async
 
 from .document import ORIGIN_PREFIX, Notebook, NotebookError
 from .file import FileNotebook
@@ -106,9 +106,7 @@ class NotebookAccess:
     async def writable(self, path: str) -> bool:
         cm = self.serverapp.contents_manager
         try:
-            model = cm.get(path, content=False)
-            if asyncio.iscoroutine(model):
-                model = await model
+            model = await ensure_async(cm.get(path, content=False))
         except Exception:
             return False
         return bool(model.get("writable", True))
@@ -157,9 +155,7 @@ class NotebookAccess:
                 log.info("tab for %s did not answer getCells (%s); using the file", path, exc)
         cm = self.serverapp.contents_manager
         try:
-            model = cm.get(path, content=True, type="notebook")
-            if asyncio.iscoroutine(model):
-                model = await model
+            model = await ensure_async(cm.get(path, content=True, type="notebook"))
         except Exception as exc:
             raise NotebookError(f"could not read {path}: {exc}") from exc
         return FileNotebook(path, cm, model)

@@ -6,8 +6,9 @@ Its own module so each way into a notebook (``live``, ``tab``, ``file``) reads o
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
+
+from jupyter_core.utils import ensure_async
 
 from .document import Notebook
 
@@ -36,9 +37,7 @@ class FileNotebook(Notebook):
 
     async def _save(self) -> None:
         model = {"type": "notebook", "format": "json", "content": self.model["content"]}
-        res = self.cm.save(model, self.path)
-        if asyncio.iscoroutine(res):
-            await res
+        await ensure_async(self.cm.save(model, self.path))
 
     async def insert(self, index: int, cell: dict[str, Any], origin: str) -> None:
         import nbformat
