@@ -55,6 +55,8 @@ class NotebookAccess:
 
     #: turns whose edits stay revertable, per session
     max_turns_kept = 20
+    #: notebooks whose exported cells are kept while unchanged (least recently used dropped first)
+    cells_kept = 64
 
     def __init__(self, serverapp: Any, frontend: Any = None) -> None:
         self.serverapp = serverapp
@@ -65,7 +67,9 @@ class NotebookAccess:
         self._cells_cache: dict[int, list[Any]] = {}
 
     def cached_cells(self, doc: Any) -> list[dict[str, Any]]:
-        entry = self._cells_cache.get(id(doc))
+        entry = self._cells_cache.pop(id(doc), None)
+        if entry is not None:
+            self._cells_cache[id(doc)] = entry  # least recently used goes first: a hit moves to the end
         if entry is None or entry[0] is not doc:
             if entry is not None:
                 self._unobserve(entry)
@@ -79,7 +83,7 @@ class NotebookAccess:
             except Exception:
                 entry[1] = False  # cannot observe: never cache
             self._cells_cache[id(doc)] = entry
-            while len(self._cells_cache) > 32:
+            while len(self._cells_cache) > self.cells_kept:
                 old = self._cells_cache.pop(next(iter(self._cells_cache)))
                 self._unobserve(old)
         if entry[3] is None or entry[1] is False:

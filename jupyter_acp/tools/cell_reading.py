@@ -22,7 +22,7 @@ from .surface import ToolContext, ToolDef, error_result, text_result
 _OUTLINE_ROWS: OrderedDict[str, tuple[Any, dict[tuple[int, int], tuple[list[dict[str, Any]], list[str]]]]] = (
     OrderedDict()
 )
-_OUTLINE_ROWS_KEPT = 32
+_OUTLINE_ROWS_KEPT = 64  # as many notebooks as NotebookAccess.cells_kept
 _OUTLINE_PAGES_KEPT = 16
 
 
