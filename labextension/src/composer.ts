@@ -1,7 +1,8 @@
 /**
  * The composer: the prompt input (Enter sends, arrows walk the prompt history, Esc stops), the `/`
  * menu of agent commands and `@` completion of kernel variables, the "include selection" chip, images
- * (pasted, dropped, picked or a plot attached: `attach.ts`), and Send / Stop.
+ * (pasted, dropped, picked or a plot attached: `attach.ts`), and Send / Stop. (Over 400 lines on purpose: the
+ * keys, the two menus and the chips act on one textarea and one draft; apart they would pass the draft around.)
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import { stopIcon } from '@jupyterlab/ui-components';

@@ -7,10 +7,11 @@
  *
  * This module binds the sidebar to the notebook and its session, and runs the render loop; the
  * items' renderers are in `renderers/`, the header's pickers in `pickers.ts`, the input in
- * `composer.ts`, the sanitizer in `sanitizer.ts`. (About 500 lines, over the 400 of the others on
- * purpose: binding to the notebook, the render loop with its scroll anchoring, and the chrome share
- * the panel's state — the view on screen, the bind token, the transient message — and split apart
- * they would pass that state back and forth.)
+ * `composer.ts`, the sanitizer in `sanitizer.ts`; the header's parts (history, usage, set-up card, queue, cell
+ * marks, activity badges) in their own modules, hooked here. (About 700 lines, over the 400 of the others on
+ * purpose: binding to the notebook, the render loop with its scroll anchoring, and the chrome share the panel's
+ * state — the view on screen, the bind token, the transient message — and split apart they would pass that
+ * state back and forth.)
  */
 import { NotebookActions, NotebookPanel, INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';

@@ -7,7 +7,8 @@
  * `env_var` → a password field kept on the server for that agent only, `terminal` → a JupyterLab terminal
  * running the agent's login command. Values go to the server (kept 0600 for that agent) and never come back:
  * the card shows "set" or "from environment" only. The card is rebuilt only when what it shows changes, so a
- * field being typed in is never wiped by the chrome's re-renders.
+ * field being typed in is never wiped by the chrome's re-renders. (Over 400 lines on purpose: the model form and
+ * the login rows are one card with one life — shown, saved, the agent restarted, the prompt retried.)
  */
 import type { CommandRegistry } from '@lumino/commands';
 
