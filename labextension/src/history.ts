@@ -188,7 +188,8 @@ export class HistoryMenu {
             'jp-ACP-historyResume',
             () => void this._resume(view, c),
             undefined,
-            'Make it the current conversation again'
+            // the visible word leads the accessible name (WCAG 2.5.3, "label in name")
+            'Resume: make it the current conversation again'
           )
         );
         if (c.kind === 'ours') {
@@ -273,7 +274,7 @@ export class HistoryMenu {
         'jp-ACP-archiveResume',
         () => void this._resume(view, c),
         undefined,
-        'Make it the current conversation again'
+        'Resume: make it the current conversation again'
       ),
       button('Back', 'jp-ACP-archiveBack', () => this._closeArchive(), undefined, 'Back to the current conversation')
     );

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from axe import assert_accessible, set_theme
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -46,6 +47,7 @@ def test_history_menu_lists_opens_resumes_and_deletes(ui, second_ui):
     expect(items.nth(1)).to_contain_text("tell me about apples")
     expect(items.nth(1)).to_contain_text("echo · 1 turn")
     shot(ui, "menu")
+    assert_accessible(ui.page, "history menu, light")
 
     # opened read-only: a banner, the earlier answer rendered, no prompt box
     items.nth(1).locator(".jp-ACP-historyOpen").click()
@@ -57,6 +59,7 @@ def test_history_menu_lists_opens_resumes_and_deletes(ui, second_ui):
     expect(panel.get_by_label("Message to the agent")).to_be_hidden()
     expect(menu).to_be_hidden()
     shot(ui, "read-only")
+    assert_accessible(ui.page, "read-only conversation, light")
     archive.get_by_role("button", name="Back to the current conversation").click()
     expect(archive).to_be_hidden()
     expect(panel.get_by_label("Message to the agent")).to_be_visible()
@@ -93,9 +96,26 @@ def test_history_menu_lists_opens_resumes_and_deletes(ui, second_ui):
     pears.get_by_role("button", name="Delete this conversation", exact=True).click()
     expect(pears.locator(".jp-ACP-historyConfirm")).to_have_text("Delete it for good?")
     shot(ui, "delete-confirm")
+    assert_accessible(ui.page, "history menu asking to confirm a delete, light")
     pears.get_by_role("button", name="Delete this conversation and its history").click()
     expect(items).to_have_count(1, timeout=LONG)
     expect(items.nth(0)).to_contain_text("tell me about apples")
     sid = next(s for s in ui.lab.api(f"sessions?notebook={nb}") if s["agent"] == "echo")["id"]
     assert [c["title"] for c in ui.lab.api(f"sessions/{sid}/conversations")] == ["tell me about apples"]
     shot(ui, "after-delete")
+
+    # the dark theme: the menu and a read-only conversation
+    set_theme(ui.page, dark=True)
+    ui.show_panel()
+    panel.get_by_role("button", name="New conversation (the agent forgets this one)").click()
+    expect(panel.locator(".jp-ACP-notice").last).to_contain_text("new conversation", timeout=LONG)
+    history.click()
+    expect(items).to_have_count(2, timeout=LONG)
+    assert_accessible(ui.page, "history menu, dark")
+    items.filter(has_text="tell me about apples").locator(".jp-ACP-historyOpen").click()
+    expect(archive).to_be_visible()
+    expect(archive.locator(".jp-ACP-message").last).to_contain_text("apples", timeout=LONG)
+    assert_accessible(ui.page, "read-only conversation, dark")
+    shot(ui, "read-only-dark")
+    archive.get_by_role("button", name="Back to the current conversation").click()
+    set_theme(ui.page, dark=False)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from axe import axe_violations
 from gate_agent import lab_with
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -24,7 +25,6 @@ LONG = 60_000
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCREENS = REPO / "test-artifacts" / "screens"
-AXE = REPO / "labextension" / "node_modules" / "axe-core" / "axe.min.js"
 
 
 @pytest.fixture(scope="module")
@@ -39,41 +39,6 @@ def lab(tmp_path_factory):
 def shot(ui, label: str, panel_only: bool = False) -> None:
     SCREENS.mkdir(parents=True, exist_ok=True)
     (ui.panel if panel_only else ui.page).screenshot(path=str(SCREENS / f"b3-{label}.png"))
-
-
-#: violations known and accepted, each with its reason (none today)
-KNOWN: set[tuple[str, str]] = set()
-
-
-def axe_violations(page) -> list[dict]:
-    """Serious and critical axe-core violations inside the panel (the contrast rule must have run)."""
-    if not AXE.exists():
-        pytest.fail(f"axe-core is a devDependency of the labextension: run `cd labextension && jlpm install` ({AXE})")
-    if not page.evaluate("() => !!window.axe"):
-        page.add_script_tag(path=str(AXE))
-    # JupyterLab's <body> is 0 px high with overflow hidden (the shell is positioned absolutely): axe
-    # then takes every static element of the panel for clipped and checks no contrast at all. A body as
-    # high as the window changes nothing on screen and lets axe see the panel.
-    result = page.evaluate(
-        """async () => {
-            const height = document.body.style.height;
-            document.body.style.height = '100vh';
-            const r = await window.axe.run(document.querySelector('#jupyter-acp-sidebar'));
-            document.body.style.height = height;
-            const checked = r.passes.find(p => p.id === 'color-contrast');
-            return {contrastChecked: checked ? checked.nodes.length : 0, violations: r.violations.map(v => ({id: v.id,
-                impact: v.impact, help: v.help,
-                nodes: v.nodes.map(n => ({target: n.target.join(' '), summary: n.failureSummary}))}))};
-        }"""
-    )
-    # the contrast rule saw the panel's text (not only hidden nodes): the scan is not vacuous
-    assert result["contrastChecked"] >= 20 or result["violations"], "axe checked no contrast: " + json.dumps(result)
-    out = []
-    for v in result["violations"]:
-        nodes = [n for n in v["nodes"] if (v["id"], n["target"]) not in KNOWN]
-        if v["impact"] in ("serious", "critical") and nodes:
-            out.append({**v, "nodes": nodes})
-    return out
 
 
 def ask(ui) -> None:
