@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from axe import assert_accessible, set_theme
 from gate_agent import lab_with
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -54,6 +55,7 @@ def test_terminal_card_streams_and_opens_the_terminal(ui):
     assert running_terminals(ui.lab) == [], "the command started before the user allowed it"
     SCREENS.mkdir(parents=True, exist_ok=True)
     asking.screenshot(path=str(SCREENS / "b2-terminal-permission.png"))
+    assert_accessible(ui.page, "terminal command asking permission, light")
     card.locator('button[data-option-kind="allow_once"]').click()
 
     # the agent's tool card embeds the terminal: its output arrives while it runs
@@ -66,6 +68,7 @@ def test_terminal_card_streams_and_opens_the_terminal(ui):
     style = output.evaluate("e => { const s = getComputedStyle(e); return [s.fontFamily, s.maxHeight, s.overflowY]; }")
     assert "mono" in style[0].lower() and style[1].endswith("px") and style[2] == "auto", style
     panel.locator('.jp-ACP-tool[data-tool-call-id="call_tests"]').screenshot(path=str(SCREENS / "b2-terminal-live.png"))
+    assert_accessible(ui.page, "terminal card running, light")
 
     # "Open terminal" opens that very terminal in JupyterLab (by its name), while the command runs
     names = running_terminals(ui.lab)
@@ -87,3 +90,8 @@ def test_terminal_card_streams_and_opens_the_terminal(ui):
     assert running_terminals(ui.lab) == []
     ui.show_panel()
     panel.locator('.jp-ACP-tool[data-tool-call-id="call_tests"]').screenshot(path=str(SCREENS / "b2-terminal-done.png"))
+    assert_accessible(ui.page, "terminal card ended, light")
+    set_theme(ui.page, dark=True)
+    ui.show_panel()
+    assert_accessible(ui.page, "terminal card ended, dark")
+    set_theme(ui.page, dark=False)

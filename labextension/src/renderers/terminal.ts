@@ -81,9 +81,10 @@ export function renderTerminal(
       'jp-ACP-terminalOpen',
       () => void openIfRunning(ctx, state.name),
       terminalIcon,
+      // the visible words lead the accessible name (WCAG 2.5.3, "label in name")
       running
-        ? `Open Jupyter terminal ${state.name}, where this command runs`
-        : 'The command has ended: its terminal is gone (the output stays here)'
+        ? `Open terminal: Open Jupyter terminal ${state.name}, where this command runs`
+        : 'Open terminal (unavailable: the command has ended, its terminal is gone; the output stays here)'
     );
     open.disabled = !running;
     head.appendChild(open);
@@ -93,6 +94,7 @@ export function renderTerminal(
   if (output || running) {
     const pre = el('pre', 'jp-ACP-terminalOutput', output);
     pre.setAttribute('aria-label', `output of ${line}`);
+    pre.tabIndex = 0; // it scrolls: a keyboard user reaches it to scroll (axe scrollable-region-focusable)
     if (state?.truncated) {
       pre.title = 'The earliest output is not shown';
     }
