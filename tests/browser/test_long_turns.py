@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from axe import assert_accessible, set_theme
 from gate_agent import lab_with
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -93,6 +94,11 @@ def test_plan_strip_footer_queue_and_send_now(ui):
     expect(queued).to_have_count(1)
     expect(panel.get_by_label("Message to the agent")).to_have_value("")
     shot(ui, "plan-strip-footer-queued")
+    assert_accessible(ui.page, "plan strip open, running footer, queued prompt, light")
+    set_theme(ui.page, dark=True)
+    ui.show_panel()
+    assert_accessible(ui.page, "plan strip open, running footer, queued prompt, dark")
+    set_theme(ui.page, dark=False)
 
     # a reload loses nothing: the queued prompt is still there, the turn still runs
     ui.page.reload()
@@ -113,6 +119,7 @@ def test_plan_strip_footer_queue_and_send_now(ui):
     expect(stopped).to_contain_text(re.compile(r"Took \d+ s"))
     expect(panel.locator(".jp-ACP-runningFooter")).to_be_hidden()
     shot(ui, "sent-now-ended-footer")
+    assert_accessible(ui.page, "stopped turn's footer, light")
 
 
 def test_queued_prompt_goes_when_the_turn_ends(ui):
@@ -131,6 +138,10 @@ def test_queued_prompt_goes_when_the_turn_ends(ui):
     expect(panel.locator(".jp-ACP-planStrip")).to_be_hidden()
     expect(panel.locator(".jp-ACP-turnEnd").first).to_contain_text(re.compile(r"Took [34] s"))
     idle(panel)
+
+
+#: the agent-edit mark of the first marked cell (scanned on its own: the rest of the cell is JupyterLab's)
+MARK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.jp-ACP-agentEdited .jp-ACP-cellMark"
 
 
 def test_agent_edited_cells_are_marked_with_undo_per_cell(ui):
@@ -156,11 +167,15 @@ def test_agent_edited_cells_are_marked_with_undo_per_cell(ui):
     idle(panel)
     expect(cells.first.locator(".jp-ACP-cellMark")).to_contain_text("Agent edit")
     shot(ui, "cell-marks")
+    assert_accessible(page, "panel after agent edits, light")
+    assert_accessible(page, "a cell's agent-edit mark, light", root=MARK, min_contrast=1)
     theme = "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})"
     page.evaluate(theme, "JupyterLab Dark")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=LONG)
     page.wait_for_timeout(500)
     shot(ui, "cell-marks-dark")
+    assert_accessible(page, "panel after agent edits, dark")
+    assert_accessible(page, "a cell's agent-edit mark, dark", root=MARK, min_contrast=1)
     page.evaluate(theme, "JupyterLab Light")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
 

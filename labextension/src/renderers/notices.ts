@@ -36,7 +36,8 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
           });
       },
       undoIcon,
-      "Undo the agent's edits of this turn (your own edits stay)"
+      // the visible words lead the accessible name (WCAG 2.5.3, "label in name")
+      "Revert agent edits: Undo the agent's edits of this turn (your own edits stay)"
     );
     n.appendChild(b);
   };
