@@ -27,19 +27,28 @@ def axe_violations(page, root: str = PANEL, min_contrast: int = 20) -> list[dict
         pytest.fail(f"axe-core is a devDependency of the labextension: run `cd labextension && jlpm install` ({AXE})")
     if not page.evaluate("() => !!window.axe"):
         page.add_script_tag(path=str(AXE))
-    # JupyterLab's <body> is 0 px high with overflow hidden (the shell is positioned absolutely): axe
-    # then takes every static element of the panel for clipped and checks no contrast at all. A body as
-    # high as the window changes nothing on screen and lets axe see the panel.
+    # JupyterLab's <body> is 0 px high with overflow hidden (the shell is positioned absolutely), and so is
+    # the themed container of the notifications: axe then takes every static element inside for clipped and
+    # checks no contrast at all. Such ancestors as high as the window change nothing on screen and let axe see.
     result = page.evaluate(
         """async (root) => {
             const node = document.querySelector(root);
             if (!node) return {missing: true};
-            const height = document.body.style.height;
-            document.body.style.height = '100vh';
+            const lifted = [];
+            for (let p = node.parentElement; p; p = p.parentElement) {
+                if (p === document.body || (p.getBoundingClientRect().height === 0
+                        && getComputedStyle(p).overflow !== 'visible')) {
+                    lifted.push([p, p.style.height]);
+                    p.style.height = '100vh';
+                }
+            }
             let r;
-            try { r = await window.axe.run(node); } finally { document.body.style.height = height; }
+            try { r = await window.axe.run(node); } finally { for (const [p, h] of lifted) p.style.height = h; }
             const checked = r.passes.find(p => p.id === 'color-contrast');
-            return {contrastChecked: checked ? checked.nodes.length : 0, violations: r.violations.map(v => ({id: v.id,
+            const unsure = r.incomplete.find(p => p.id === 'color-contrast');
+            return {contrastChecked: checked ? checked.nodes.length : 0,
+                contrastUnsure: unsure ? unsure.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary) : [],
+                violations: r.violations.map(v => ({id: v.id,
                 impact: v.impact, help: v.help,
                 nodes: v.nodes.map(n => ({target: n.target.join(' '), html: n.html.slice(0, 200),
                     summary: n.failureSummary}))}))};

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from axe import assert_accessible, set_theme
 from gate_agent import lab_with
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -65,6 +66,11 @@ def test_usage_meter(ui):
     bar = meter.locator("[role=meter]")
     expect(bar).to_have_attribute("aria-valuenow", "27")
     shot(ui, "usage-meter", panel_only=True)
+    assert_accessible(ui.page, "usage meter, light")
+    set_theme(ui.page, dark=True)
+    ui.show_panel()
+    assert_accessible(ui.page, "usage meter, dark")
+    set_theme(ui.page, dark=False)
 
     # the history replays the usage: a reload shows the same meter
     ui.open_lab(nb)
@@ -101,6 +107,8 @@ def test_work_in_other_notebooks(ui):
     expect(toast).to_contain_text("alpha.ipynb")
     expect(toast).to_contain_text("Edit cell c1")
     shot(ui, "background-badge-notification")
+    assert_accessible(ui.page, "another notebook's request in a notification, light", root=".Toastify__toast", min_contrast=2)
+    assert_accessible(ui.page, "the panel while another notebook waits, light", min_contrast=5)  # a new conversation
 
     # Allow in the notification answers it: the agent goes on, the badges go
     toast.get_by_role("button", name="Allow once").click()
