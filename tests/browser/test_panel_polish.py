@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from axe import assert_accessible, set_theme
 from gate_agent import lab_with
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -150,6 +151,7 @@ def test_code_blocks_read_like_jupyterlab_code(ui):
     assert sizes[0] <= sizes[1] * 1.4, sizes
     ui.widen_panel()
     ui.shot("code-block", full=False)
+    assert_accessible(page, "code blocks, light")
 
     # Replace active cell puts the code in the active cell; Insert adds a cell below
     cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
@@ -164,6 +166,7 @@ def test_code_blocks_read_like_jupyterlab_code(ui):
     dark = first.evaluate("w => getComputedStyle(w).backgroundColor")
     assert dark != look["bg"], (dark, look["bg"])
     ui.shot("code-block-dark", full=False)
+    assert_accessible(page, "code blocks, dark")
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=LONG)
 
@@ -216,6 +219,11 @@ def test_errors_say_what_to_do_with_the_raw_text_under_details(ui):
     expect(details.locator(".jp-ACP-errorText")).to_contain_text("litellm.AuthenticationError")
     ui.widen_panel()
     ui.shot("error", full=False)
+    assert_accessible(ui.page, "error card with its details open, light")
+    set_theme(ui.page, dark=True)
+    ui.show_panel()
+    assert_accessible(ui.page, "error card with its details open, dark")
+    set_theme(ui.page, dark=False)
     # an action: Retry sends the same prompt again (a new turn, which fails the same way here)
     err.get_by_role("button", name=re.compile("again")).click()
     expect(panel.locator(".jp-ACP-user")).to_have_count(2, timeout=LONG)

@@ -55,7 +55,8 @@ export function renderError(ctx: IRenderContext, view: SessionView, item: ITurnE
       'jp-ACP-errorAction',
       () => ctx.resend(prompt.text),
       refreshIcon,
-      `Send “${prompt.text.length > 80 ? prompt.text.slice(0, 79) + '…' : prompt.text}” again`
+      // the visible word leads the accessible name (WCAG 2.5.3, "label in name")
+      `Retry: send “${prompt.text.length > 80 ? prompt.text.slice(0, 79) + '…' : prompt.text}” again`
     );
     row.appendChild(retry);
   }

@@ -117,6 +117,7 @@ export function decorateCode(ctx: IRenderContext, root: HTMLElement): void {
     }
     const wrap = el('div', 'jp-ACP-code');
     pre.replaceWith(wrap);
+    pre.tabIndex = 0; // a long line scrolls it sideways: the keyboard reaches it (axe scrollable-region-focusable)
     const lang = codeLanguage(pre);
     wrap.dataset.lang = lang;
     const bar = el('div', 'jp-ACP-codeBar');
