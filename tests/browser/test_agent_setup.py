@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from axe import assert_accessible, set_theme
 from conftest import REPO, SCRIPTED, TOKEN, Lab, _free_port  # the browser tests' conftest (same folder)
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -143,6 +144,7 @@ def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
     card.get_by_label("API key", exact=True).fill(KEY)
     card.get_by_label("API base URL").fill(fake_model.url)
     shot(ui, "model-form")
+    assert_accessible(ui.page, "model set-up form, light")
     card.get_by_role("button", name="Save and restart the agent").click()
     expect(card).to_be_hidden(timeout=LONG)
     # the prompt goes at once, to the model
@@ -165,6 +167,7 @@ def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
     expect(card.get_by_label("Model", exact=True)).to_have_value("openai/fake")
     expect(card.get_by_label("Key variable", exact=True)).to_contain_text("OPENAI_API_KEY (set)")
     shot(ui, "model-change")
+    assert_accessible(ui.page, "model form again after a refused key, light")
     card.get_by_role("button", name="Close").click()
     expect(card).to_be_hidden()
     assert KEY not in ui.panel.inner_html()
@@ -185,6 +188,11 @@ def test_login_card_agent_method(ui):
     err = ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
     expect(err).to_have_attribute("data-error-kind", "needs_login", timeout=LONG)
     shot(ui, "login-card")
+    assert_accessible(ui.page, "login card, light")
+    set_theme(ui.page, dark=True)
+    ui.show_panel()
+    assert_accessible(ui.page, "login card, dark")
+    set_theme(ui.page, dark=False)
     card.locator(".jp-ACP-loginMethod[data-kind='agent']").get_by_role("button", name="Log in").click()
     # logged in, the prompt is sent again and answered
     expect(ui.panel.locator(".jp-ACP-message").last).to_have_text("0 1 2 3 4", timeout=LONG)
