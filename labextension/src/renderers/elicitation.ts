@@ -309,7 +309,8 @@ export function renderElicitation(ctx: IRenderContext, view: SessionView, item: 
       'jp-ACP-option jp-mod-allow jp-ACP-elicitSubmit',
       submit,
       undefined,
-      'Send these answers to the agent'
+      // the visible word leads the accessible name (WCAG 2.5.3, "label in name")
+      'Submit: send these answers to the agent'
     );
     b.type = 'submit'; // Enter in a field submits, as in any form
     buttons.push(b);
@@ -328,7 +329,7 @@ export function renderElicitation(ctx: IRenderContext, view: SessionView, item: 
     'jp-ACP-option jp-mod-neutral',
     () => send('cancel'),
     undefined,
-    'Dismiss without an answer'
+    'Cancel: dismiss without an answer'
   );
   buttons.push(decline, cancel);
   row.appendChild(decline);
