@@ -2,7 +2,7 @@
 
 Images (or audio) to an agent that did not advertise them are refused with the capability named, before anything is
 sent; embedded text resources (the panel's selection, the cells above) reach an agent without ``embeddedContext``
-as text. The hostile scripted agent advertises no prompt capabilities and reports what it received.
+as text. The hostile scripted agent, told to advertise no prompt capabilities, reports what it received.
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a") + b"\0" * 32).decode()
 
 @pytest.fixture
 def acp_agents(tmp_path):
-    return {"hostile": {**HOSTILE, "args": [*HOSTILE["args"], "--report", str(tmp_path / "report.jsonl")]}}
+    return {
+        "hostile": {
+            **HOSTILE,
+            "args": [*HOSTILE["args"], "--plain-prompts", "--report", str(tmp_path / "report.jsonl")],
+        }
+    }
 
 
 def prompts(tmp_path) -> list[dict[str, Any]]:

@@ -79,7 +79,8 @@ class ScriptedAgent:
     async def on_initialize(self, params: dict[str, Any]) -> Any:
         if self.b == "bad_version":
             return {"protocolVersion": 99}
-        caps: dict[str, Any] = {"loadSession": self.b == "loadable"}
+        # embedded resources (the panel's selection) as most real agents take them; no images
+        caps: dict[str, Any] = {"loadSession": self.b == "loadable", "promptCapabilities": {"embeddedContext": True}}
         if self.b == "resumable":
             caps["sessionCapabilities"] = {"resume": {}}
         result: dict[str, Any] = {

@@ -49,10 +49,14 @@ from .agents import mcp_roundtrip
 
 
 class HostileAgent:
-    def __init__(self, conn: JsonRpcConnection, report: str | None, resume: bool = True) -> None:
+    def __init__(
+        self, conn: JsonRpcConnection, report: str | None, resume: bool = True, plain_prompts: bool = False
+    ) -> None:
         self.conn = conn
         self.report = report
         self.resume = resume
+        #: advertise no prompt capabilities at all (text and resource links only)
+        self.plain_prompts = plain_prompts
         self.discovery: str | None = None
         self.mcp: dict[str, list[Any]] = {}
         self.tools: dict[str, dict[str, Any]] = {}
@@ -75,6 +79,7 @@ class HostileAgent:
                     "loadSession": False,
                     **({"sessionCapabilities": {"resume": {}}} if self.resume else {}),
                     "mcpCapabilities": {"http": True, "sse": False},
+                    **({} if self.plain_prompts else {"promptCapabilities": {"embeddedContext": True}}),
                     "_meta": client_tools.agent_capability_meta(),
                 },
                 "agentInfo": {"name": "hostile", "version": "0"},
@@ -248,11 +253,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.hostile")
     parser.add_argument("--report", default=None)
     parser.add_argument("--no-resume", action="store_true", help="offer no session/resume")
+    parser.add_argument("--plain-prompts", action="store_true", help="advertise no promptCapabilities at all")
     args = parser.parse_args(argv)
 
     async def run() -> None:
         conn = await serve_stdio(
-            lambda c: HostileAgent(c, args.report, resume=not args.no_resume), max_frame_bytes=64 * 1024 * 1024
+            lambda c: HostileAgent(c, args.report, resume=not args.no_resume, plain_prompts=args.plain_prompts),
+            max_frame_bytes=64 * 1024 * 1024,
         )
         await conn.wait_closed()
 
