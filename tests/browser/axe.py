@@ -82,5 +82,7 @@ def set_theme(page, dark: bool = True) -> None:
     """Switch JupyterLab's theme and wait until its variables apply."""
     theme = "JupyterLab Dark" if dark else "JupyterLab Light"
     page.evaluate("t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", theme)
-    page.wait_for_selector(f"body[data-jp-theme-light='{'false' if dark else 'true'}']", state="attached", timeout=60_000)
+    page.wait_for_selector(
+        f"body[data-jp-theme-light='{'false' if dark else 'true'}']", state="attached", timeout=60_000
+    )
     page.wait_for_timeout(500)  # the theme's variables settle

@@ -107,7 +107,9 @@ def test_work_in_other_notebooks(ui):
     expect(toast).to_contain_text("alpha.ipynb")
     expect(toast).to_contain_text("Edit cell c1")
     shot(ui, "background-badge-notification")
-    assert_accessible(ui.page, "another notebook's request in a notification, light", root=".Toastify__toast", min_contrast=2)
+    assert_accessible(
+        ui.page, "another notebook's request in a notification, light", root=".Toastify__toast", min_contrast=2
+    )
     assert_accessible(ui.page, "the panel while another notebook waits, light", min_contrast=5)  # a new conversation
 
     # Allow in the notification answers it: the agent goes on, the badges go
