@@ -14,8 +14,6 @@ import stat
 import sys
 
 import pytest
-from jupyter_server.auth.authorizer import Authorizer
-from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 
 from jupyter_acp.http.agent_routes import terminal_command
@@ -23,27 +21,10 @@ from jupyter_acp.testing.events import message_text
 from jupyter_acp.testing.fake_model import FakeModel
 
 from .conftest import scripted
+from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
 
 KEY = "sk-very-secret-0123456789"
 ENV_KEY = "scripted-key-98765"
-USER_HEADER = "X-Test-User"
-
-
-class HeaderUsers(IdentityProvider):
-    async def get_user(self, handler):  # type: ignore[override]
-        user = await self._get_user(handler)
-        if user is None:
-            return None
-        return User(username=handler.request.headers.get(USER_HEADER, "owner"))
-
-
-class ReaderOnlyReads(Authorizer):
-    def is_authorized(self, handler, user, action, resource):
-        if user.username == "reader" and resource == "jupyter_acp":
-            return action == "read"
-        if user.username == "writer" and resource == "jupyter_acp":
-            return action in ("read", "write")
-        return True
 
 
 @pytest.fixture

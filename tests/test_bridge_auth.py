@@ -11,30 +11,9 @@ import asyncio
 import json
 
 import pytest
-from jupyter_server.auth.authorizer import Authorizer
-from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 
-USER_HEADER = "X-Test-User"
-
-
-class HeaderUsers(IdentityProvider):
-    """The usual token check, then the user named by a test header (default ``owner``)."""
-
-    async def get_user(self, handler):  # type: ignore[override]
-        user = await self._get_user(handler)
-        if user is None:
-            return None
-        return User(username=handler.request.headers.get(USER_HEADER, "owner"))
-
-
-class ReaderOnlyReads(Authorizer):
-    """Everyone may do everything, except ``reader``: only ``read`` on this extension."""
-
-    def is_authorized(self, handler, user, action, resource):
-        if user.username == "reader" and resource == "jupyter_acp":
-            return action == "read"
-        return True
+from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
 
 
 @pytest.fixture

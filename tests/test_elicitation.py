@@ -13,11 +13,10 @@ import time
 from typing import Any
 
 import pytest
-from jupyter_server.auth.authorizer import Authorizer
-from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 
 from .conftest import message_text
+from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
 
 HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
 
@@ -239,22 +238,6 @@ async def test_huge_schema_or_message_bounded(api, make_notebook):
 
 
 # -- a read-only user cannot answer ------------------------------------------------------------------
-USER_HEADER = "X-Test-User"
-
-
-class HeaderUsers(IdentityProvider):
-    async def get_user(self, handler):  # type: ignore[override]
-        user = await self._get_user(handler)
-        if user is None:
-            return None
-        return User(username=handler.request.headers.get(USER_HEADER, "owner"))
-
-
-class ReaderOnlyReads(Authorizer):
-    def is_authorized(self, handler, user, action, resource):
-        if user.username == "reader" and resource == "jupyter_acp":
-            return action == "read"
-        return True
 
 
 class TestReadOnlyUser:

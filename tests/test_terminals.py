@@ -14,11 +14,10 @@ import time
 from typing import Any
 
 import pytest
-from jupyter_server.auth.authorizer import Authorizer
-from jupyter_server.auth.identity import IdentityProvider, User
 from tornado.httpclient import HTTPClientError
 
 from .conftest import message_text, process_alive
+from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
 
 HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
 WITH_TERMINALS = {"jpserver_extensions": {"jupyter_acp": True, "jupyter_server_terminals": True}}
@@ -496,22 +495,6 @@ async def test_terminals_end_with_the_server(api, make_notebook, hub):
 
 
 # -- a read-only user cannot let an agent run a command -------------------------------------------------
-USER_HEADER = "X-Test-User"
-
-
-class HeaderUsers(IdentityProvider):
-    async def get_user(self, handler):  # type: ignore[override]
-        user = await self._get_user(handler)
-        if user is None:
-            return None
-        return User(username=handler.request.headers.get(USER_HEADER, "owner"))
-
-
-class ReaderOnlyReads(Authorizer):
-    def is_authorized(self, handler, user, action, resource):
-        if user.username == "reader" and resource == "jupyter_acp":
-            return action == "read"
-        return True
 
 
 class TestReadOnlyUser:
