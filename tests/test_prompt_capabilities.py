@@ -77,3 +77,22 @@ async def test_embedded_text_reaches_an_agent_without_embedded_context_as_text(a
     # the transcript keeps what the user sent (the panel shows the attachment)
     started = next(e for e in await api.events(s["id"]) if e["type"] == "turn_started")
     assert started["prompt"][1]["type"] == "resource"
+
+
+def test_fit_prompt_titled_and_untitled_resources():
+    """A titled attachment says what it is; an untitled one (the magic's cells-above context) is its own text;
+    an agent with embeddedContext gets the blocks unchanged."""
+    from jupyter_acp.sessions.turns import fit_prompt
+
+    context = {"type": "resource", "resource": {"uri": "file:///r/nb.ipynb", "text": "Cells above ...:\n\nx = 1"}}
+    var = {"type": "resource", "resource": {"uri": "kernel:nb.ipynb#df", "title": "@df", "text": "DataFrame"}}
+    link = {"type": "resource_link", "uri": "file:///r/data.csv", "name": "data.csv"}
+    blocks = [{"type": "text", "text": "go"}, context, var, link]
+    assert fit_prompt({"agentCapabilities": {}}, blocks) == [
+        {"type": "text", "text": "go"},
+        {"type": "text", "text": "Cells above ...:\n\nx = 1"},
+        {"type": "text", "text": "@df:\n\nDataFrame"},
+        link,
+    ]
+    with_context = {"agentCapabilities": {"promptCapabilities": {"embeddedContext": True}}}
+    assert fit_prompt(with_context, blocks) == blocks

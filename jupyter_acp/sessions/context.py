@@ -1,7 +1,7 @@
 """Prompt context the client adds for agents without notebook tools: the cells above the running one.
 
 Used by the ``%acp`` magic's ``--context cells-above``; the notebook as saved, bounded, as an embedded resource
-where the agent takes those, else as text.
+(sent as text to an agent that does not take those, like every embedded resource: ``turns.fit_prompt``).
 """
 
 from __future__ import annotations
@@ -48,13 +48,10 @@ async def cells_above(serverapp: Any, session: NotebookSession, cell_id: Any) ->
 
 
 def context_block(hub: Any, session: NotebookSession, text: str) -> dict[str, Any]:
-    conn = hub.connections.get(session.agent)
-    caps = ((conn.init_result if conn else None) or {}).get("agentCapabilities") or {}
+    """An embedded resource; an agent without ``embeddedContext`` gets its text (``turns.fit_prompt``)."""
     header = f"Cells above the prompt in notebook {session.notebook}:\n\n"
-    if (caps.get("promptCapabilities") or {}).get("embeddedContext"):
-        uri = "file://" + os.path.join(hub.serverapp.root_dir, session.notebook)
-        return {"type": "resource", "resource": {"uri": uri, "mimeType": "text/markdown", "text": header + text}}
-    return {"type": "text", "text": header + text}
+    uri = "file://" + os.path.join(hub.serverapp.root_dir, session.notebook)
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": "text/markdown", "text": header + text}}
 
 
 async def cells_above_block(hub: Any, session: NotebookSession, cell_id: Any) -> dict[str, Any] | None:

@@ -298,8 +298,9 @@ def fit_prompt(init_result: dict[str, Any], blocks: list[dict[str, Any]]) -> lis
     for b in blocks:
         res = b.get("resource") if isinstance(b, dict) and b.get("type") == "resource" else None
         if isinstance(res, dict) and isinstance(res.get("text"), str):
-            name = res.get("title") or res.get("uri") or "attached text"
-            out.append({"type": "text", "text": f"{name}:\n\n{res['text']}"})
+            # a titled attachment (the selection, an @variable) says what it is; an untitled one speaks for itself
+            title = res.get("title")
+            out.append({"type": "text", "text": f"{title}:\n\n{res['text']}" if title else res["text"]})
         else:
             out.append(b)
     return out
