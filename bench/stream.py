@@ -176,7 +176,8 @@ async def through_server(server: ServerProcess, sid: str, chunks: int, via: str 
                 continue
             for event in data:
                 if event["type"] == "session_update":
-                    count += 1
+                    # the server joins a tick's chunks into one event: count the agent's chunks ("0 1 2 ...")
+                    count += len(event["update"]["content"]["text"].split())
                     if first is None:
                         first = time.perf_counter() - t0
                 elif event["type"] == "turn_ended":

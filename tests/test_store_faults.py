@@ -11,7 +11,9 @@ from .conftest import message_text, scripted
 
 @pytest.fixture
 def acp_agents():
-    return {"stream": scripted("stream", "--chunks", "50")}
+    # chunks 2 ms apart: each is stored on its own (chunks of one burst are joined into one event, too small to fill
+    # a disk)
+    return {"stream": scripted("slow", "--chunks", "50", "--delay", "0.002")}
 
 
 @pytest.fixture

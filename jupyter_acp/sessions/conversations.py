@@ -155,6 +155,7 @@ class Conversations:
             log.warning("reading the transcript failed: %s", exc)
             stored = []
         last = stored[-1]["seq"] if stored else 0
+        self._seal(session)
         waiting = [e for e, _, n in session.unsaved if n == session.conversation] + session.outbox
         return stored + [e for e in waiting if e["seq"] > last]
 

@@ -14,6 +14,30 @@ from .store import StoreError
 
 log = logging.getLogger(__name__)
 
+#: message chunks that join the previous chunk of the same message while both wait for the same flush
+JOINABLE = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
+#: a joined chunk's text stays under this (characters), far below the store's per-event cap
+JOIN_LIMIT = 32 * 1024
+_TEXT_KEYS = frozenset({"type", "text"})
+#: loop ticks a flush waits, at most FLUSH_WAIT seconds: what a turn says in one burst (its last chunk, then the
+#: prompt's answer waking the turn's task three ticks later to say ``turn_ended``) leaves as one frame and one
+#: commit, for some 20 us of latency; a stream (a tick per block read) is flushed every FLUSH_WAIT
+FLUSH_TICKS = 4
+FLUSH_WAIT = 0.0005
+
+
+def _text_chunk(update: Any) -> str | None:
+    """The text of a plain text chunk (nothing but ``sessionUpdate``, ``content`` and maybe ``messageId``)."""
+    if not isinstance(update, dict) or update.get("sessionUpdate") not in JOINABLE:
+        return None
+    if not update.keys() <= {"sessionUpdate", "content", "messageId"}:
+        return None
+    content = update.get("content")
+    if not isinstance(content, dict) or content.keys() != {"type", "text"} or content["type"] != "text":
+        return None
+    text = content["text"]
+    return text if isinstance(text, str) else None
+
 
 class EventLog:
     """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
@@ -22,6 +46,7 @@ class EventLog:
     if TYPE_CHECKING:  # pragma: no cover
         # the rest of the hub (its state, its other parts), set up by SessionHub
         _flush_scheduled: bool
+        _flush_due: float
         _dirty: set[NotebookSession]
         _store_failed: str | None
         _store_retry_at: float
@@ -29,18 +54,69 @@ class EventLog:
         def __getattr__(self, name: str) -> Any: ...
 
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
-        """Record an event, then (at the end of this loop tick) send it to every subscriber."""
+        """Record an event, then (at the end of this loop tick) send it to every subscriber.
+
+        A text chunk that continues the previous one (same kind, same message, both still waiting for this tick's
+        flush) joins it instead of becoming an event of its own: an agent that streams a token per line costs one
+        stored row and one frame per tick, not per token, and the transcript reads the same.
+        """
+        if type_ == "session_update" and session.merging is not None and self._join(session, data):
+            return session.outbox[-1]
+        self._seal(session)
         session.seq += 1
         event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
         session.outbox.append(event)
+        if type_ == "session_update" and len(data) == 1:
+            text = _text_chunk(data.get("update"))
+            if text is not None:
+                session.merging, session.merged_chars = [text], len(text)
         self._dirty.add(session)
         self._schedule_flush()
         return event
 
+    @staticmethod
+    def _join(session: NotebookSession, data: dict[str, Any]) -> bool:
+        """Join a text chunk to the last event (a text chunk: same keys, kind and message); per token, so lean."""
+        update = data.get("update")
+        if len(data) != 1 or type(update) is not dict:
+            return False
+        last = session.outbox[-1]["update"]
+        if update.keys() != last.keys() or update["sessionUpdate"] != last["sessionUpdate"]:
+            return False
+        content = update["content"]
+        if type(content) is not dict or content.keys() != _TEXT_KEYS or content["type"] != "text":
+            return False
+        text = content["text"]
+        if type(text) is not str or session.merged_chars + len(text) > JOIN_LIMIT:
+            return False
+        if update.get("messageId") != last.get("messageId"):
+            return False
+        session.merging.append(text)  # type: ignore[union-attr]
+        session.merged_chars += len(text)
+        return True
+
+    @staticmethod
+    def _seal(session: NotebookSession) -> None:
+        """Write the joined pieces into the last outbox event's text (before anything reads the outbox)."""
+        pieces, session.merging = session.merging, None
+        if pieces is not None and len(pieces) > 1:
+            event = session.outbox[-1]
+            event["update"] = {**event["update"], "content": {"type": "text", "text": "".join(pieces)}}
+
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_event_loop().call_soon(self._flush)
+            loop = asyncio.get_event_loop()
+            self._flush_due = loop.time() + FLUSH_WAIT
+            loop.call_soon(self._flush_later, FLUSH_TICKS)
+
+    def _flush_later(self, ticks: int) -> None:
+        if not self._flush_scheduled:
+            return  # flushed directly meanwhile
+        if ticks > 1 and asyncio.get_event_loop().time() < self._flush_due:
+            asyncio.get_event_loop().call_soon(self._flush_later, ticks - 1)
+        else:
+            self._flush()
 
     def _flush(self) -> None:
         """Store this tick's events in one transaction, then hand them to subscribers.
@@ -53,6 +129,7 @@ class EventLog:
         dirty, self._dirty = self._dirty, set()
         batches = []
         for session in dirty:
+            self._seal(session)
             events, session.outbox = session.outbox, []
             encoded = [encode(e) for e in events]
             batches.append((session, events, encoded))
@@ -131,6 +208,7 @@ class EventLog:
         if limit is not None:
             count = max(1, min(limit, count))
         max_bytes = self.app.replay_page_bytes
+        self._seal(session)
         waiting = [e for e, _, n in session.unsaved if not current or n == session.conversation] + session.outbox
         if before is not None:
             newer = [e for e in waiting if e["seq"] < before][-count:]  # newer than anything stored

@@ -70,6 +70,10 @@ class NotebookSession:
         self.subscribers: set[Subscriber] = set()
         self.pending_permissions: dict[str, PendingPermission] = {}
         self.outbox: list[dict[str, Any]] = []
+        #: text pieces of the last outbox event, a text chunk that later chunks of the same message join (sealed
+        #: into its text when the outbox is read)
+        self.merging: list[str] | None = None
+        self.merged_chars = 0
         #: events (their JSON, their conversation's number) sent out but not yet in the store: only while it fails
         self.unsaved: list[tuple[dict[str, Any], str, int]] = []
         #: generation of the agent connection the ACP session lives in (None: must be (re)opened)
