@@ -40,13 +40,13 @@ class _Log(EventLog):
     def __init__(self) -> None:
         self._dirty: set[NotebookSession] = set()
 
-    def _schedule_flush(self) -> None:
+    def _schedule_flush(self, soon: bool = False) -> None:
         pass
 
 
 def _session() -> NotebookSession:
     session = NotebookSession.__new__(NotebookSession)
-    session.seq, session.outbox, session.merging, session.merged_chars = 0, [], None, 0
+    session.seq, session.outbox, session.merging, session.merged_chars, session.turn = 0, [], None, 0, None
     return session
 
 

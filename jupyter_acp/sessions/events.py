@@ -1,5 +1,5 @@
-"""The event log: every event stored before it is sent out, one transaction per loop tick, a failing store
-retried while the conversation goes on in memory, replay in pages."""
+"""The event log: every event stored before it is sent out, one transaction per burst (at most FLUSH_WAIT), a
+failing store retried while the conversation goes on in memory, replay in pages."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ JOINABLE = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_messag
 #: a joined chunk's text stays under this (characters), far below the store's per-event cap
 JOIN_LIMIT = 32 * 1024
 _TEXT_KEYS = frozenset({"type", "text"})
-#: loop ticks a flush waits, at most FLUSH_WAIT seconds: what a turn says in one burst (its last chunk, then the
-#: prompt's answer waking the turn's task three ticks later to say ``turn_ended``) leaves as one frame and one
-#: commit, for some 20 us of latency; a stream (a tick per block read) is flushed every FLUSH_WAIT
-FLUSH_TICKS = 4
-FLUSH_WAIT = 0.0005
+#: seconds an event of a running turn waits for company before it is stored and sent: a turn's events of one
+#: burst (turn_started, the answer, turn_ended of a quick agent; a stream's chunks) leave as one frame and one
+#: commit; an event said outside a turn (turn_ended among them) leaves at the next loop tick
+FLUSH_WAIT = 0.001
 
 
 def _text_chunk(update: Any) -> str | None:
@@ -45,8 +44,7 @@ class EventLog:
 
     if TYPE_CHECKING:  # pragma: no cover
         # the rest of the hub (its state, its other parts), set up by SessionHub
-        _flush_scheduled: bool
-        _flush_due: float
+        _flush_handle: asyncio.Handle | None
         _dirty: set[NotebookSession]
         _store_failed: str | None
         _store_retry_at: float
@@ -54,7 +52,7 @@ class EventLog:
         def __getattr__(self, name: str) -> Any: ...
 
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
-        """Record an event, then (at the end of this loop tick) send it to every subscriber.
+        """Record an event, then (with what else is said within FLUSH_WAIT) store it and send it to every subscriber.
 
         A text chunk that continues the previous one (same kind, same message, both still waiting for this tick's
         flush) joins it instead of becoming an event of its own: an agent that streams a token per line costs one
@@ -71,7 +69,7 @@ class EventLog:
             if text is not None:
                 session.merging, session.merged_chars = [text], len(text)
         self._dirty.add(session)
-        self._schedule_flush()
+        self._schedule_flush(soon=session.turn is None)
         return event
 
     @staticmethod
@@ -103,29 +101,26 @@ class EventLog:
             event = session.outbox[-1]
             event["update"] = {**event["update"], "content": {"type": "text", "text": "".join(pieces)}}
 
-    def _schedule_flush(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop = asyncio.get_event_loop()
-            self._flush_due = loop.time() + FLUSH_WAIT
-            loop.call_soon(self._flush_later, FLUSH_TICKS)
-
-    def _flush_later(self, ticks: int) -> None:
-        if not self._flush_scheduled:
-            return  # flushed directly meanwhile
-        if ticks > 1 and asyncio.get_event_loop().time() < self._flush_due:
-            asyncio.get_event_loop().call_soon(self._flush_later, ticks - 1)
-        else:
-            self._flush()
+    def _schedule_flush(self, soon: bool = False) -> None:
+        """Flush within FLUSH_WAIT, or at the next loop tick when ``soon`` (nothing more is coming)."""
+        handle = self._flush_handle
+        if handle is not None and (not soon or not isinstance(handle, asyncio.TimerHandle)):
+            return
+        loop = asyncio.get_event_loop()
+        if handle is not None:
+            handle.cancel()
+        self._flush_handle = loop.call_soon(self._flush) if soon else loop.call_later(FLUSH_WAIT, self._flush)
 
     def _flush(self) -> None:
-        """Store this tick's events in one transaction, then hand them to subscribers.
+        """Store the waiting events in one transaction, then hand them to subscribers.
 
         A failing store (disk full, locked by another server) never stops the stream: events wait
         in memory, the user is told once, and saving is retried every few seconds; when it works
         again the waiting events are written and the user is told that too.
         """
-        self._flush_scheduled = False
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()  # flushed directly, or this is it
+            self._flush_handle = None
         dirty, self._dirty = self._dirty, set()
         batches = []
         for session in dirty:

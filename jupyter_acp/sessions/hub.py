@@ -66,8 +66,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
         self._by_key: dict[tuple[str, str], NotebookSession] = {}
         self._by_acp: dict[tuple[str, str], NotebookSession] = {}
         self.connections: dict[str, AgentConnection] = {}
-        self._flush_scheduled = False
-        self._flush_due = 0.0
+        self._flush_handle: asyncio.Handle | None = None
         self._dirty: set[NotebookSession] = set()
         self._store_failed: str | None = None
         self._store_retry_at = 0.0
