@@ -14,8 +14,10 @@ time) in the scripted agent's ``asyncio.to_thread``, whose default pool has ``mi
 workers: on 2 cores 6 sessions call at any moment, the others wait for a worker (not timed).  With
 one server event loop serving closed-loop clients, a call under load waits behind the requests of
 the others ahead of it, so the p95 ratio is bounded below by about that concurrency whatever the
-server's per-call cost; a faster server shows as a lower load p95 and a shorter wall time.  The bench's
-own side is one asyncio loop with one keep-alive client (``Client``), so it takes little CPU from the
+server's per-call cost; a faster server shows as a lower load p95 and a shorter wall time.
+``--workers 50`` makes all 50 call at the same instant: then the p95 is about 50 times the server's
+time per call (no goal; it shows the cost per call that queueing multiplies).  The bench's own side
+is one asyncio loop with one WebSocket per session (``Client``), so it takes little CPU from the
 server it measures; on a shared machine compare runs interleaved and read medians over several.
 """
 
@@ -29,9 +31,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import httpx
 import nbformat
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
 
 from jupyter_acp.testing.events import message_text
 from jupyter_acp.testing.server import ServerProcess
@@ -49,42 +53,53 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Client:
-    """The bench's side: one asyncio loop and one keep-alive ``httpx.AsyncClient`` for every session.
+    """The bench's side: one asyncio loop and one WebSocket per session, prompts sent as ops on it (as the panel does).
 
     It used to be a thread per session, each polling through ``httpx.get`` (a new client, so a new SSL
     context, per request): in a py-spy profile of a run on 2 cores, 53% of all samples (server, agent
-    and bench) were the bench's own process and 33% were it building SSL contexts, not the server it
-    measures. A turn's end is polled on the small session
-    route with a back-off, and only then are its events read (from where they stood when it started).
+    and bench) were the bench's own process and 33% were it building SSL contexts. Then one keep-alive
+    ``httpx.AsyncClient`` polling each session's end: the bench still took 1.1 s of CPU in a 1.8 s load
+    phase (the server 1.5 s). Now a turn costs one frame out and a few frames in, and no request at all.
     """
 
     def __init__(self, server: ServerProcess) -> None:
         self.server = server
-        self.http = httpx.AsyncClient(
-            headers=server.headers, timeout=300, limits=httpx.Limits(max_connections=200, max_keepalive_connections=200)
-        )
+        self.sockets: dict[str, Any] = {}
+        self.ref = 0
+
+    async def _socket(self, sid: str) -> Any:
+        ws = self.sockets.get(sid)
+        if ws is None:
+            last = self.server.get("sessions", sid).json()["last_seq"]
+            url = f"ws://127.0.0.1:{self.server.port}/jupyter-acp/sessions/{sid}/stream?after={last}"
+            ws = self.sockets[sid] = await websocket_connect(HTTPRequest(url, headers=self.server.headers))
+        return ws
 
     async def turn(self, sid: str, text: str, timeout: float = 300) -> dict[str, list[float]]:
-        url = self.server.url
-        newest = (await self.http.get(url("sessions", sid, "events"), params={"before": 1 << 62, "limit": 1})).json()
-        before = newest[-1]["seq"] if newest else 0
-        resp = await self.http.post(url("sessions", sid, "prompt"), json={"text": text})
-        resp.raise_for_status()
-        turn = resp.json()["turn_id"]
-        deadline = time.monotonic() + timeout
-        pause = 0.02
-        while time.monotonic() < deadline:
-            await asyncio.sleep(pause)
-            pause = min(pause * 1.5, 0.5)
-            if (await self.http.get(url("sessions", sid))).json().get("turn_id") == turn:
-                continue
-            events = (await self.http.get(url("sessions", sid, "events"), params={"after": before})).json()
-            if any(e["type"] == "turn_ended" and e["turn_id"] == turn for e in events):
-                return json.loads(message_text(events, turn))
-        raise AssertionError(f"turn {turn} of {sid} did not end")
+        ws = await self._socket(sid)
+        self.ref += 1
+        ref = self.ref
+        await ws.write_message(json.dumps({"op": "prompt", "ref": ref, "text": text}))
+        turn: str | None = None
+        events: list[dict[str, Any]] = []
+        async with asyncio.timeout(timeout):
+            while turn is None or not any(e["type"] == "turn_ended" and e.get("turn_id") == turn for e in events):
+                msg = await ws.read_message()
+                if msg is None:
+                    raise AssertionError(f"the stream of {sid} closed")
+                data = json.loads(msg)
+                if isinstance(data, dict):  # an op's answer
+                    if data.get("ref") == ref:
+                        if not data.get("ok"):
+                            raise AssertionError(f"prompt refused: {data}")
+                        turn = data["turn_id"]
+                    continue
+                events.extend(data)
+        return json.loads(message_text(events, turn))
 
     async def close(self) -> None:
-        await self.http.aclose()
+        for ws in self.sockets.values():
+            ws.close()
 
 
 async def run(server: ServerProcess, sids: list[str], calls: int) -> tuple[list[float], dict, list[dict], float]:
@@ -108,6 +123,9 @@ def main() -> None:
     p.add_argument("--cells", type=int, default=200)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--sessions", type=int, default=50)
+    p.add_argument(
+        "--workers", type=int, default=0, help="the agent's threads calling at once (0: asyncio's default pool)"
+    )
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
     root = tmp / "root"
@@ -120,7 +138,7 @@ def main() -> None:
     server = ServerProcess(
         root,
         tmp / "data",
-        agents={"bench": AGENT},
+        agents={"bench": {**AGENT, "args": [*AGENT["args"], "--workers", str(args.workers)]}},
         extra_args=["--JupyterACP.max_concurrent_turns=128", "--JupyterACP.turn_idle_timeout=600"],
     )
     try:

@@ -353,6 +353,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("behaviour")
     p.add_argument("--chunks", type=int, default=5)
     p.add_argument("--delay", type=float, default=0.0)
+    p.add_argument("--workers", type=int, default=0, help="mcp_bench: threads calling at once (0: asyncio's default)")
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--pid-file", default="")
     p.add_argument("--frames", default="", help="file of raw lines for the frames behaviour")
@@ -381,6 +382,10 @@ async def main_async(args: argparse.Namespace) -> None:
             fh.write(" ".join(map(str, pids)))
     if args.behaviour == "ignore_eof":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.workers:
+        from concurrent.futures import ThreadPoolExecutor
+
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(args.workers))
     conn = await serve_stdio(lambda c: ScriptedAgent(c, args), max_frame_bytes=64 * 1024 * 1024)
     await conn.wait_closed()
     if args.behaviour == "ignore_eof":
