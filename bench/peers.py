@@ -1,6 +1,6 @@
 """This project beside Jupyter AI, driving the same zero-cost ACP agent, against the agent driven directly.
 
-    python bench/peers.py [--repeat 5] [--warm 30] [--idle 5] [--venv DIR]
+    python bench/peers.py [--repeat 5] [--warm 30] [--idle 5] [--venv DIR] [--paths floor,ours,jai-rest,jai-chat]
 
 Issue 16 compared the first answer, warm turns and memory with Jupyter AI 3.2 (jupyter-ai-acp-client 0.3.3);
 this keeps that comparison true as both move. Jupyter AI is installed (pinned versions) into a throwaway virtual
@@ -8,14 +8,28 @@ environment (``--venv``, default under ``~/.cache/jupyter-acp-bench``, created o
 package's own dependencies. Both servers run the agent of this very file (``--agent``: a stdlib-only ACP agent
 that answers each prompt with one chunk), Jupyter AI through a local persona (``.jupyter/personas/``).
 
-Per path, medians of ``--repeat`` fresh servers:
-- cold first answer: a fresh server (not timed while it starts), the first prompt of the first session until its
-  answer (the agent's spawn included); the floor is the agent spawned and driven directly over its pipe;
-- warm: ``--warm`` prompts back to back, each until the turn's end as a client sees it (ours: a prompt op on the
-  session's WebSocket, as the panel sends it, until ``turn_ended`` there; Jupyter AI: its REST answer); "idle" the same after 1 s of quiet, ``--idle`` times;
-- the server's RSS growth over 100 warm prompts, and Jupyter AI's empty answers (it returns whatever the
-  ephemeral chat holds when the persona stops "processing").
-Jupyter AI's chat WebSocket path (YChat over the collaboration room) is not driven here: only its REST route.
+The rows (``--paths`` picks them and their order):
+- ``floor``: the agent spawned and driven directly over its pipe;
+- ``ours``: this project, the first prompt over REST, then prompt ops on the session's WebSocket, as the panel;
+- ``jai-rest``: Jupyter AI's REST route ``POST /api/ai/message/<persona>`` (its best case: one ephemeral chat);
+- ``jai-chat``: Jupyter AI as a JupyterLab chat tab drives it. With the pinned install no RTC provider is active
+  (Jupyter AI 3.2 made real-time collaboration optional; jupyter-collaboration is not among its dependencies), so
+  the chat runs over jupyterlab-chat's own JSON WebSocket ``/api/chat/ws/<path>`` (one ``.chat`` file per server),
+  not over a YChat collaboration room. The client opens the chat, waits for the persona to register as a chat
+  user, announces the persona picker's selection (the ``persona_selected`` event, as the chat input does), then
+  sends each message with ``metadata.to_persona`` (Jupyter AI 3.2 routes on that, not on an @-mention in the body)
+  and waits for the persona's answer message to arrive in the chat and its typing indicator to go off.
+
+Per path, medians of ``--repeat`` fresh servers (each started, and not timed, before its row's clock starts):
+- cold first answer: the first prompt of the first session until its answer, the agent's spawn included (ours:
+  from the session's creation to the first chunk on its WebSocket; REST: the request; chat: from opening the chat
+  to the persona's answer in it); the floor is spawn, initialize, session/new, prompt, first chunk;
+- warm: ``--warm`` prompts back to back, each until the turn's end as a client sees it (ours: ``turn_ended`` on
+  the WebSocket; REST: its answer; chat: the persona's answer message in the chat, which Jupyter AI writes after
+  it has already cleared its typing indicator); "idle" the same after 1 s of quiet, ``--idle`` times;
+- the server's RSS growth over 100 warm prompts, and Jupyter AI's empty answers (REST returns whatever the
+  ephemeral chat holds when the persona stops "processing"; on the chat path the count is of turns whose typing
+  indicator went off before the answer was in the chat).
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -182,9 +197,11 @@ async def ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 ws_url = f"ws://127.0.0.1:{server.port}/jupyter-acp/sessions/{sid}/stream?after=0"
                 ws = await websocket_connect(HTTPRequest(ws_url, headers=server.headers))
 
-                async def until(kind: str, ws: Any = ws) -> None:
+                async def until(kind: str, ws: Any = ws) -> set[str]:
+                    """Read frames until one holds an event of ``kind``; the event types of that frame (a quick
+                    turn's answer and its ``turn_ended`` may share one)."""
                     while True:
-                        msg = await ws.read_message()
+                        msg = await asyncio.wait_for(ws.read_message(), 60)
                         if msg is None:
                             raise RuntimeError("the session's stream closed")
                         frame = json.loads(msg)
@@ -192,13 +209,15 @@ async def ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                             if not frame.get("ok"):
                                 raise RuntimeError(f"the prompt was refused: {frame}")
                             continue
-                        if any(e.get("type") == kind for e in frame):
-                            return
+                        kinds = {e.get("type") for e in frame}
+                        if kind in kinds:
+                            return kinds
 
                 (await client.post(server.url("sessions", sid, "prompt"), json={"text": "hi"})).raise_for_status()
-                await until("session_update")
+                kinds = await until("session_update")
                 colds.append(time.perf_counter() - t0)
-                await until("turn_ended")
+                if "turn_ended" not in kinds:
+                    await until("turn_ended")
 
                 async def turn(ws: Any = ws) -> float:
                     """A warm prompt as the panel sends it: an op on the session's open WebSocket."""
@@ -263,18 +282,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def jupyter_ai(args: argparse.Namespace, tmp: Path, python: Path) -> dict[str, Any]:
-    import httpx
+class JaiServer:
+    """One fresh Jupyter AI server (``jupyter_server`` of the throwaway venv) on a free port, with the local persona."""
 
-    root = tmp / "jai-root"
-    (root / ".jupyter" / "personas").mkdir(parents=True)
-    (root / ".jupyter" / "personas" / "zero_persona.py").write_text(textwrap.dedent(PERSONA.format(agent=AGENT)))
-    colds, warm, idle, growth, empty, total = [], [], [], [], 0, 0
     token = "bench-peers"
-    for i in range(args.repeat):
-        port = free_port()
-        data = tmp / f"jai-data{i}"
-        data.mkdir()
+
+    def __init__(self, tmp: Path, python: Path, tag: str) -> None:
+        self.root = tmp / f"jai-root-{tag}"
+        if not self.root.exists():
+            (self.root / ".jupyter" / "personas").mkdir(parents=True)
+            (self.root / ".jupyter" / "personas" / "zero_persona.py").write_text(
+                textwrap.dedent(PERSONA.format(agent=AGENT))
+            )
+        self.data = tmp / f"jai-data-{tag}"
+        self.data.mkdir()
+        self.python = python
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.headers = {"Authorization": f"token {self.token}"}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self, client: Any) -> None:
+        """Start the server and wait until ``/api/status`` answers (not timed by any row)."""
+        import httpx
+
+        data = self.data
         env = {
             **os.environ,
             "JUPYTER_RUNTIME_DIR": str(data / "runtime"),
@@ -283,29 +315,48 @@ async def jupyter_ai(args: argparse.Namespace, tmp: Path, python: Path) -> dict[
             "HOME": str(data),
         }
         env.pop("VIRTUAL_ENV", None)
-        env["PATH"] = f"{python.parent}:{env.get('PATH', '')}"
+        env["PATH"] = f"{self.python.parent}:{env.get('PATH', '')}"
         log = open(data / "server.log", "ab")
-        proc = subprocess.Popen(
-            [str(python), "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-             f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}", "--allow-root"],
+        self.proc = subprocess.Popen(
+            [str(self.python), "-m", "jupyter_server", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
+             f"--ServerApp.root_dir={self.root}", f"--IdentityProvider.token={self.token}", "--allow-root"],
             env=env, stdout=subprocess.DEVNULL, stderr=log, cwd=data,
         )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        headers = {"Authorization": f"token {token}"}
+        deadline = time.monotonic() + 120
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Jupyter AI's server did not start: {self.log_tail()}")
+            try:
+                if (await client.get(f"{self.base}/api/status")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+
+    def log_tail(self, n: int = 2000) -> str:
+        return (self.data / "server.log").read_text(errors="replace")[-n:]
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
         try:
-            deadline = time.monotonic() + 120
-            async with httpx.AsyncClient(headers=headers, timeout=180) as client:
-                while True:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(
-                            "Jupyter AI's server did not start: " + (data / "server.log").read_text()[-2000:]
-                        )
-                    try:
-                        if (await client.get(f"{base}/api/status")).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    await asyncio.sleep(0.1)
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def jupyter_ai(args: argparse.Namespace, tmp: Path, python: Path) -> dict[str, Any]:
+    """Jupyter AI's REST route ``POST /api/ai/message/<persona>`` (an ephemeral chat per server)."""
+    import httpx
+
+    colds, warm, idle, growth, empty, total = [], [], [], [], 0, 0
+    for i in range(args.repeat):
+        server = JaiServer(tmp, python, f"rest{i}")
+        try:
+            async with httpx.AsyncClient(headers=server.headers, timeout=180) as client:
+                await server.start(client)
+                base = server.base
 
                 async def ask(base: str = base) -> float:
                     nonlocal empty, total
@@ -323,23 +374,161 @@ async def jupyter_ai(args: argparse.Namespace, tmp: Path, python: Path) -> dict[
                 for _ in range(args.idle):
                     await asyncio.sleep(1)
                     idle.append(await ask())
-                before = rss_kib(proc.pid)
+                assert server.proc is not None
+                before = rss_kib(server.proc.pid)
                 for _ in range(100):
                     await ask()
-                growth.append(rss_kib(proc.pid) - before)
+                growth.append(rss_kib(server.proc.pid) - before)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            server.stop()
     return {"cold": colds, "warm": warm, "idle": idle, "growth_kib": growth, "empty": empty, "total": total}
+
+
+PERSONA_SELECTED = "https://schema.jupyter.org/jupyter_ai_persona_manager/persona_selected/v1"
+
+
+class ChatClient:
+    """A chat tab of JupyterLab on Jupyter AI 3.2's chat WebSocket ``/api/chat/ws/<path>`` (RTC off, the default).
+
+    The frames are jupyterlab-chat's ``ws_messages`` (``{"type": "client"|"server", "action": ...}``): the server
+    opens with ``connection`` (chat id, history, users), then sends ``message`` (a new or updated message, whole),
+    ``users`` (personas register themselves as users when the chat opens) and ``writing`` (a persona's typing
+    indicator, cleared when its turn ends). A message is sent as ``{"action": "send", "body", "metadata"}``; Jupyter
+    AI 3.2 routes it by ``metadata["to_persona"]`` (the persona picker of the chat input stamps it on every message),
+    not by an @-mention in the body.
+    """
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.chat_id = ""
+        self.users: dict[str, dict[str, Any]] = {}
+        self.bodies: dict[str, str] = {}  # message id -> last body seen
+
+    async def frame(self, timeout: float = 60) -> dict[str, Any]:
+        msg = await asyncio.wait_for(self.ws.read_message(), timeout)
+        if msg is None:
+            raise RuntimeError("Jupyter AI closed the chat WebSocket")
+        frame = json.loads(msg)
+        action = frame.get("action")
+        if action == "connection":
+            self.chat_id = frame["id"]
+            self.users.update(frame.get("users") or {})
+            for m in frame.get("messages") or []:
+                self.bodies[m["id"]] = m.get("body", "")
+        elif action == "users":
+            self.users.update(frame.get("users") or {})
+        return frame
+
+    async def persona(self, name: str) -> str:
+        """The persona's user id, once it has registered itself in this chat."""
+        while True:
+            for uid, user in self.users.items():
+                if user.get("bot") and name in (user.get("name"), user.get("display_name"), user.get("username")):
+                    return uid
+            await self.frame()
+
+    async def turn(self, persona: str, text: str = "hi") -> tuple[float, float, float]:
+        """Send one message to ``persona``, as the chat input does; wait until both its answer is in the chat and it
+        has stopped writing. Returns perf_counter times: (sent, answer seen, stopped writing seen)."""
+        sent = time.perf_counter()
+        await self.ws.write_message(
+            json.dumps(
+                {"type": "client", "action": "send", "id": uuid.uuid4().hex, "body": text,
+                 "metadata": {"to_persona": persona}}
+            )
+        )  # fmt: skip
+        answered: float | None = None
+        stopped: float | None = None
+        while answered is None or stopped is None:
+            frame = await self.frame()
+            action = frame.get("action")
+            if action == "message":
+                m = frame["message"]
+                if m.get("sender") != persona:
+                    continue
+                body, before = m.get("body", ""), self.bodies.get(m["id"], "")
+                self.bodies[m["id"]] = body
+                if answered is None and body != before and "ok" in body:
+                    answered = time.perf_counter()
+            elif action == "writing" and (frame.get("user") or {}).get("username") == persona:
+                if stopped is None and not frame.get("state"):
+                    stopped = time.perf_counter()
+        assert answered is not None and stopped is not None
+        return sent, answered, stopped
+
+
+async def jupyter_ai_chat(args: argparse.Namespace, tmp: Path, python: Path) -> dict[str, Any]:
+    """Jupyter AI through its chat WebSocket, as a JupyterLab chat tab drives it (see ``ChatClient``)."""
+    import httpx
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    colds, warm, idle, growth, stops, early, total = [], [], [], [], [], 0, 0
+    for i in range(args.repeat):
+        server = JaiServer(tmp, python, f"chat{i}")
+        try:
+            async with httpx.AsyncClient(headers=server.headers, timeout=180) as client:
+                await server.start(client)
+                # the clock starts when the user opens the chat (the persona list, its agent spawn and session
+                # come after), as ours starts when the panel creates the session
+                t0 = time.perf_counter()
+                ws_url = f"ws://127.0.0.1:{server.port}/api/chat/ws/bench.chat"
+                ws = await websocket_connect(HTTPRequest(ws_url, headers=server.headers))
+                chat = ChatClient(ws)
+                persona = await chat.persona("Zero")
+                # the chat input's persona picker announces its selection (Jupyter AI then prepares the persona)
+                (
+                    await client.post(
+                        f"{server.base}/api/events",
+                        json={
+                            "schema_id": PERSONA_SELECTED,
+                            "version": "1",
+                            "data": {"chat_id": chat.chat_id, "persona_id": persona},
+                        },
+                    )
+                ).raise_for_status()
+                _, answered, stopped = await chat.turn(persona)
+                colds.append(answered - t0)
+                total, early = total + 1, early + (stopped < answered)
+
+                async def one(chat: ChatClient = chat, persona: str = persona) -> float:
+                    nonlocal total, early
+                    sent, answered, stopped = await chat.turn(persona)
+                    total, early = total + 1, early + (stopped < answered)
+                    stops.append(stopped - sent)
+                    return answered - sent
+
+                warm.extend([await one() for _ in range(args.warm)])
+                for _ in range(args.idle):
+                    await asyncio.sleep(1)
+                    idle.append(await one())
+                assert server.proc is not None
+                before = rss_kib(server.proc.pid)
+                for _ in range(100):
+                    await one()
+                growth.append(rss_kib(server.proc.pid) - before)
+                ws.close()
+        except (TimeoutError, RuntimeError) as exc:
+            raise RuntimeError(f"Jupyter AI's chat path failed ({exc!r}); server log: {server.log_tail()}") from exc
+        finally:
+            server.stop()
+    return {"cold": colds, "warm": warm, "idle": idle, "growth_kib": growth, "stops": stops,
+            "early": early, "total": total}  # fmt: skip
 
 
 # -- the table ---------------------------------------------------------------------------------------------
 
 
-def table(rows: list[tuple[str, dict[str, Any]]], floor_cold: float) -> str:
+FLOOR = "the agent driven directly (floor)"
+PATHS = {
+    "floor": FLOOR,
+    "ours": "this project (first prompt over REST, then ops on the WebSocket)",
+    "jai-rest": "Jupyter AI 3.2, REST `/api/ai/message`",
+    "jai-chat": "Jupyter AI 3.2, chat WebSocket `/api/chat/ws`",
+}
+
+
+def table(rows: list[tuple[str, dict[str, Any]]], floor_cold: float | None) -> str:
     med = statistics.median
     out = [
         "| path | cold first answer | warm (back to back) | warm, 1 s idle | RSS growth per 100 prompts |",
@@ -347,10 +536,12 @@ def table(rows: list[tuple[str, dict[str, Any]]], floor_cold: float) -> str:
     ]
     for name, r in rows:
         cold = med(r["cold"])
-        ratio = f" ({cold / floor_cold:.1f}x)" if name != "the agent driven directly (floor)" else ""
+        ratio = f" ({cold / floor_cold:.1f}x)" if name != FLOOR and floor_cold else ""
         growth = f"{med(r['growth_kib']):,.0f} KiB" if r.get("growth_kib") else "-"
-        if r.get("total"):
+        if "empty" in r:
             growth += f" ({r['empty']} of {r['total']} answers empty)"
+        if "early" in r:
+            growth += f" ({r['early']} of {r['total']} turns stopped writing before their answer was in the chat)"
         out.append(
             f"| {name} | {cold * 1000:.0f} ms{ratio} | {med(r['warm']) * 1000:.2f} ms | {med(r['idle']) * 1000:.2f} ms | {growth} |"
         )
@@ -358,16 +549,37 @@ def table(rows: list[tuple[str, dict[str, Any]]], floor_cold: float) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise SystemExit(f"--paths: unknown {', '.join(unknown)}; choose among {', '.join(PATHS)}")
+    if args.skip_jupyter_ai:
+        paths = [p for p in paths if not p.startswith("jai-")]
     tmp = Path(tempfile.mkdtemp(prefix="bench-peers-"))
-    python = None if args.skip_jupyter_ai else ensure_venv(Path(args.venv))
+    python = ensure_venv(Path(args.venv)) if any(p.startswith("jai-") for p in paths) else None
     rows: list[tuple[str, dict[str, Any]]] = []
-    base = await floor(args)
-    rows.append(("the agent driven directly (floor)", base))
-    rows.append(("this project (first prompt over REST, then ops on the WebSocket)", await ours(args, tmp)))
-    if python is not None:
-        rows.append(("Jupyter AI 3.2, REST `/api/ai/message`", await jupyter_ai(args, tmp, python)))
+    for path in paths:
+        print(f"# running {path}: {PATHS[path]}", file=sys.stderr, flush=True)
+        if path == "floor":
+            r = await floor(args)
+        elif path == "ours":
+            r = await ours(args, tmp)
+        elif path == "jai-rest":
+            assert python is not None
+            r = await jupyter_ai(args, tmp, python)
+        else:
+            assert python is not None
+            r = await jupyter_ai_chat(args, tmp, python)
+        rows.append((PATHS[path], r))
+    base = dict(rows).get(FLOOR)
     print(f"# {args.repeat} fresh servers per path, {args.warm} warm and {args.idle} idle prompts each; medians")
-    print(table(rows, statistics.median(base["cold"])))
+    print(table(rows, statistics.median(base["cold"]) if base else None))
+    chat = dict(rows).get(PATHS["jai-chat"])
+    if chat and chat["stops"]:
+        print(
+            "# Jupyter AI chat WebSocket: the persona's typing indicator went off "
+            f"{statistics.median(chat['stops']) * 1000:.2f} ms after a warm message was sent (median of all)"
+        )
 
 
 def main() -> None:
@@ -379,7 +591,8 @@ def main() -> None:
     p.add_argument("--warm", type=int, default=30)
     p.add_argument("--idle", type=int, default=5)
     p.add_argument("--venv", default=str(Path.home() / ".cache" / "jupyter-acp-bench" / "jupyter-ai-3.2.0"))
-    p.add_argument("--skip-jupyter-ai", action="store_true", help="only the floor and this project")
+    p.add_argument("--paths", default=",".join(PATHS), help=f"the rows to run, in order (default: {','.join(PATHS)})")
+    p.add_argument("--skip-jupyter-ai", action="store_true", help="leave out the jai-* paths")
     asyncio.run(main_async(p.parse_args()))
 
 
