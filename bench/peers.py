@@ -1,6 +1,7 @@
 """This project beside Jupyter AI, driving the same zero-cost ACP agent, against the agent driven directly.
 
-    python bench/peers.py [--repeat 5] [--warm 30] [--idle 5] [--venv DIR] [--paths floor,ours,jai-rest,jai-chat]
+    python bench/peers.py [--repeat 5] [--warm 30] [--idle 5] [--venv DIR] [--venv-rtc DIR]
+                          [--paths floor,ours,jai-rest,jai-chat[,jai-ychat]]
 
 Issue 16 compared the first answer, warm turns and memory with Jupyter AI 3.2 (jupyter-ai-acp-client 0.3.3);
 this keeps that comparison true as both move. Jupyter AI is installed (pinned versions) into a throwaway virtual
@@ -18,7 +19,12 @@ The rows (``--paths`` picks them and their order):
   not over a YChat collaboration room. The client opens the chat, waits for the persona to register as a chat
   user, announces the persona picker's selection (the ``persona_selected`` event, as the chat input does), then
   sends each message with ``metadata.to_persona`` (Jupyter AI 3.2 routes on that, not on an @-mention in the body)
-  and waits for the persona's answer message to arrive in the chat and its typing indicator to go off.
+  and waits for the persona's answer message to arrive in the chat and its typing indicator to go off;
+- ``jai-ychat`` (not run unless named): the same with real-time collaboration on, jupyter-collaboration installed
+  beside the pins in a second venv (``--venv-rtc``): the ``.chat`` file is then a YChat document in a collaboration
+  room, joined with pycrdt over y-websocket; the message is appended to its ``messages`` array (see ``YChatClient``).
+  A new chat routes no message until the room's first save (``document_save_delay``, 1 s), so this client waits
+  for that before its first message, and the cold figure includes the wait (printed apart).
 
 Per path, medians of ``--repeat`` fresh servers (each started, and not timed, before its row's clock starts):
 - cold first answer: the first prompt of the first session until its answer, the agent's spawn included (ours:
@@ -26,7 +32,11 @@ Per path, medians of ``--repeat`` fresh servers (each started, and not timed, be
   to the persona's answer in it); the floor is spawn, initialize, session/new, prompt, first chunk;
 - warm: ``--warm`` prompts back to back, each until the turn's end as a client sees it (ours: ``turn_ended`` on
   the WebSocket; REST: its answer; chat: the persona's answer message in the chat, which Jupyter AI writes after
-  it has already cleared its typing indicator); "idle" the same after 1 s of quiet, ``--idle`` times;
+  it has already cleared its typing indicator; YChat: the answer in the local copy of the document); "idle" the
+  same after 1 s of quiet, ``--idle`` times. Both Jupyter AI chat paths write several small WebSocket frames per
+  turn without TCP_NODELAY, so back-to-back turns there mostly measure Nagle's algorithm meeting delayed ACKs
+  (about 40 ms; with TCP_NODELAY forced on its handlers a warm turn took 3 ms on the chat WebSocket, 6 ms on YChat);
+  a browser's socket very likely meets the same kernel ACK timer (not measured here);
 - the server's RSS growth over 100 warm prompts, and Jupyter AI's empty answers (REST returns whatever the
   ephemeral chat holds when the persona stops "processing"; on the chat path the count is of turns whose typing
   indicator went off before the answer was in the chat).
@@ -49,6 +59,8 @@ from pathlib import Path
 from typing import Any
 
 JAI_PINS = ["jupyter-ai==3.2.0", "jupyter-ai-acp-client==0.3.3"]
+# the same with real-time collaboration on: jupyterlab-chat then serves chats as YChat documents in collaboration rooms
+JAI_RTC_PINS = [*JAI_PINS, "jupyter-collaboration==5.0.4"]
 HERE = Path(__file__).resolve()
 AGENT = [sys.executable, str(HERE), "--agent"]
 
@@ -262,15 +274,15 @@ class ZeroPersona(BaseAcpPersona):
 """
 
 
-def ensure_venv(path: Path) -> Path:
+def ensure_venv(path: Path, pins: list[str] = JAI_PINS) -> Path:
     python = path / "bin" / "python"
     marker = path / ".installed"
-    if marker.exists() and marker.read_text() == " ".join(JAI_PINS):
+    if marker.exists() and marker.read_text() == " ".join(pins):
         return python
-    print(f"# installing {', '.join(JAI_PINS)} into {path} (once)", flush=True)
+    print(f"# installing {', '.join(pins)} into {path} (once)", flush=True)
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *JAI_PINS], check=True)
-    marker.write_text(" ".join(JAI_PINS))
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True)
+    marker.write_text(" ".join(pins))
     return python
 
 
@@ -516,6 +528,126 @@ async def jupyter_ai_chat(args: argparse.Namespace, tmp: Path, python: Path) -> 
             "early": early, "total": total}  # fmt: skip
 
 
+class YChatClient:
+    """A JupyterLab chat tab on Jupyter AI with real-time collaboration on: the ``.chat`` file is a YChat document
+    (pycrdt: ``messages`` an array of maps with ``id``, ``body``, ``sender``, ``time``, ``raw_time``, ``type``,
+    ``metadata``; ``users`` and ``metadata`` maps) in the collaboration room ``text:chat:<file id>``, kept in sync
+    over y-websocket. The persona's typing indicator lives in awareness and is not read here."""
+
+    me = "bench-user"
+
+    def __init__(self) -> None:
+        from pycrdt import Array, Doc, Map
+
+        self.doc: Any = Doc()
+        self.messages: Any = self.doc.get("messages", type=Array)
+        self.users: Any = self.doc.get("users", type=Map)
+        self.metadata: Any = self.doc.get("metadata", type=Map)
+        self.state: Any = self.doc.get("state", type=Map)
+        self.changed = asyncio.Event()
+        self.doc.observe(lambda _event: self.changed.set())
+        self.answered: set[str] = set()
+
+    async def wait_for(self, predicate: Any, timeout: float = 60) -> Any:
+        """The first truthy ``predicate()``, evaluated after each change of the local copy of the document."""
+        deadline = time.monotonic() + timeout
+        while not (found := predicate()):
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), max(0.001, deadline - time.monotonic()))
+        return found
+
+    def persona_id(self, name: str) -> str | None:
+        for uid, user in self.users.items():
+            if dict(user).get("bot") and dict(user).get("name") == name:
+                return str(uid)
+        return None
+
+    def new_answer(self, persona: str) -> str | None:
+        for k in range(len(self.messages) - 1, -1, -1):
+            m = self.messages[k]
+            if m.get("sender") == persona and "ok" in str(m.get("body", "")) and str(m.get("id")) not in self.answered:
+                return str(m.get("id"))
+        return None
+
+    async def turn(self, persona: str, text: str = "hi") -> float:
+        """Append a message for ``persona`` as the chat input does; seconds until its answer is in the document."""
+        from pycrdt import Map
+
+        sent = time.perf_counter()
+        self.messages.append(
+            Map(
+                {"type": "msg", "id": uuid.uuid4().hex, "body": text, "sender": self.me, "time": time.time(),
+                 "raw_time": True, "metadata": {"to_persona": persona}}
+            )
+        )  # fmt: skip
+        self.answered.add(await self.wait_for(lambda: self.new_answer(persona)))
+        return time.perf_counter() - sent
+
+
+async def jupyter_ai_ychat(args: argparse.Namespace, tmp: Path, python: Path) -> dict[str, Any]:
+    """Jupyter AI 3.2 with jupyter-collaboration in its venv (``--venv-rtc``), as a JupyterLab chat tab drives it
+    there (see ``YChatClient``): open a collaboration session for the ``.chat`` file, join its room, wait for the
+    persona in ``users``, announce the picker's selection, append messages, time until each answer is in the
+    document."""
+    import httpx
+    from httpx_ws import aconnect_ws
+    from pycrdt import Provider
+    from pycrdt.websocket.websocket import HttpxWebsocket
+
+    colds, warm, idle, growth, ready = [], [], [], [], []
+    for i in range(args.repeat):
+        server = JaiServer(tmp, python, f"ychat{i}")
+        (server.root / "bench.chat").write_text("")
+        try:
+            async with httpx.AsyncClient(headers=server.headers, timeout=180) as client:
+                await server.start(client)
+                t0 = time.perf_counter()  # the user opens the chat
+                resp = await client.put(
+                    f"{server.base}/api/collaboration/session/bench.chat", json={"format": "text", "type": "chat"}
+                )
+                resp.raise_for_status()
+                session = resp.json()
+                room = f"{session['format']}:{session['type']}:{session['fileId']}"
+                url = f"{server.base}/api/collaboration/room/{room}?sessionId={session['sessionId']}"
+                chat = YChatClient()
+                ws: Any
+                async with aconnect_ws(url, client) as ws, Provider(chat.doc, HttpxWebsocket(ws, room)):
+                    persona = await chat.wait_for(lambda chat=chat: chat.persona_id("Zero"))
+                    chat_id = await chat.wait_for(lambda chat=chat: chat.metadata.get("id"))
+                    chat.users[chat.me] = {"username": chat.me, "name": "Bench", "display_name": "Bench"}
+                    # jupyterlab-chat's YChat starts "dirty" and its message observer (the router's) skips every
+                    # message while it is: a message sent before the room's first save (document_save_delay, 1 s,
+                    # after the first change) is never answered. Wait for it, as a user would have to.
+                    await chat.wait_for(lambda chat=chat: chat.state.get("dirty") is False)
+                    ready.append(time.perf_counter() - t0)
+                    (
+                        await client.post(
+                            f"{server.base}/api/events",
+                            json={
+                                "schema_id": PERSONA_SELECTED,
+                                "version": "1",
+                                "data": {"chat_id": chat_id, "persona_id": persona},
+                            },
+                        )
+                    ).raise_for_status()
+                    await chat.turn(persona)
+                    colds.append(time.perf_counter() - t0)
+                    warm.extend([await chat.turn(persona) for _ in range(args.warm)])
+                    for _ in range(args.idle):
+                        await asyncio.sleep(1)
+                        idle.append(await chat.turn(persona))
+                    assert server.proc is not None
+                    before = rss_kib(server.proc.pid)
+                    for _ in range(100):
+                        await chat.turn(persona)
+                    growth.append(rss_kib(server.proc.pid) - before)
+        except (TimeoutError, RuntimeError, ExceptionGroup) as exc:  # the provider's task group wraps ours
+            raise RuntimeError(f"Jupyter AI's YChat path failed ({exc!r}); server log: {server.log_tail()}") from exc
+        finally:
+            server.stop()
+    return {"cold": colds, "warm": warm, "idle": idle, "growth_kib": growth, "ready": ready}
+
+
 # -- the table ---------------------------------------------------------------------------------------------
 
 
@@ -525,7 +657,9 @@ PATHS = {
     "ours": "this project (first prompt over REST, then ops on the WebSocket)",
     "jai-rest": "Jupyter AI 3.2, REST `/api/ai/message`",
     "jai-chat": "Jupyter AI 3.2, chat WebSocket `/api/chat/ws`",
+    "jai-ychat": "Jupyter AI 3.2 + jupyter-collaboration, YChat in a collaboration room",
 }
+DEFAULT_PATHS = "floor,ours,jai-rest,jai-chat"
 
 
 def table(rows: list[tuple[str, dict[str, Any]]], floor_cold: float | None) -> str:
@@ -556,7 +690,8 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.skip_jupyter_ai:
         paths = [p for p in paths if not p.startswith("jai-")]
     tmp = Path(tempfile.mkdtemp(prefix="bench-peers-"))
-    python = ensure_venv(Path(args.venv)) if any(p.startswith("jai-") for p in paths) else None
+    python = ensure_venv(Path(args.venv)) if any(p in ("jai-rest", "jai-chat") for p in paths) else None
+    rtc_python = ensure_venv(Path(args.venv_rtc), JAI_RTC_PINS) if "jai-ychat" in paths else None
     rows: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
         print(f"# running {path}: {PATHS[path]}", file=sys.stderr, flush=True)
@@ -567,13 +702,22 @@ async def main_async(args: argparse.Namespace) -> None:
         elif path == "jai-rest":
             assert python is not None
             r = await jupyter_ai(args, tmp, python)
-        else:
+        elif path == "jai-chat":
             assert python is not None
             r = await jupyter_ai_chat(args, tmp, python)
+        else:
+            assert rtc_python is not None
+            r = await jupyter_ai_ychat(args, tmp, rtc_python)
         rows.append((PATHS[path], r))
     base = dict(rows).get(FLOOR)
     print(f"# {args.repeat} fresh servers per path, {args.warm} warm and {args.idle} idle prompts each; medians")
     print(table(rows, statistics.median(base["cold"]) if base else None))
+    ychat = dict(rows).get(PATHS["jai-ychat"])
+    if ychat:
+        print(
+            "# Jupyter AI YChat: of its cold first answer, waiting until the new chat's first save made it route "
+            f"messages at all: {statistics.median(ychat['ready']) * 1000:.0f} ms (median)"
+        )
     chat = dict(rows).get(PATHS["jai-chat"])
     if chat and chat["stops"]:
         print(
@@ -591,7 +735,8 @@ def main() -> None:
     p.add_argument("--warm", type=int, default=30)
     p.add_argument("--idle", type=int, default=5)
     p.add_argument("--venv", default=str(Path.home() / ".cache" / "jupyter-acp-bench" / "jupyter-ai-3.2.0"))
-    p.add_argument("--paths", default=",".join(PATHS), help=f"the rows to run, in order (default: {','.join(PATHS)})")
+    p.add_argument("--venv-rtc", default=str(Path.home() / ".cache" / "jupyter-acp-bench" / "jupyter-ai-3.2.0-rtc"))
+    p.add_argument("--paths", default=DEFAULT_PATHS, help=f"the rows to run, in order, among {', '.join(PATHS)}")
     p.add_argument("--skip-jupyter-ai", action="store_true", help="leave out the jai-* paths")
     asyncio.run(main_async(p.parse_args()))
 
