@@ -676,9 +676,8 @@ def table(rows: list[tuple[str, dict[str, Any]]], floor_cold: float | None) -> s
             growth += f" ({r['empty']} of {r['total']} answers empty)"
         if "early" in r:
             growth += f" ({r['early']} of {r['total']} turns stopped writing before their answer was in the chat)"
-        out.append(
-            f"| {name} | {cold * 1000:.0f} ms{ratio} | {med(r['warm']) * 1000:.2f} ms | {med(r['idle']) * 1000:.2f} ms | {growth} |"
-        )
+        warm, idle = (f"{med(r[k]) * 1000:.2f} ms" if r[k] else "-" for k in ("warm", "idle"))
+        out.append(f"| {name} | {cold * 1000:.0f} ms{ratio} | {warm} | {idle} | {growth} |")
     return "\n".join(out)
 
 
