@@ -200,7 +200,7 @@ async def main_async(args: argparse.Namespace) -> None:
         "stream": {"command": AGENT[0], "args": [*AGENT[1:], "--chunks", str(args.chunks)]},
         "one": {"command": AGENT[0], "args": [*AGENT[1:], "--chunks", "1"]},
     }
-    server = ServerProcess(tmp / "root", tmp / "data", agents=agents)
+    server = ServerProcess(tmp / "root", tmp / "data", agents=agents, extra_args=args.server_arg)
     server.start()
     warm: dict[str, list[float]] = {"direct": [], "http": [], "socket": []}
     try:
@@ -269,6 +269,12 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--via", choices=("socket", "http"), default="socket", help="how the streamed prompt is sent")
     p.add_argument("--warm", type=int, default=30, help="warm prompts per path and repeat (0: skip)")
+    p.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="an extra server option (A/B runs), e.g. --JupyterACP.freeze_gc=False",
+    )
     p.add_argument("--profile", default="", help="py-spy the server while it streams; collapsed stacks to this file")
     asyncio.run(main_async(p.parse_args()))
 

@@ -23,6 +23,9 @@ _TEXT_KEYS = frozenset({"type", "text"})
 #: burst (turn_started, the answer, turn_ended of a quick agent; a stream's chunks) leave as one frame and one
 #: commit; an event said outside a turn (turn_ended among them) leaves at the next loop tick
 FLUSH_WAIT = 0.001
+#: the wait while events keep coming (the last timed flush was less than this ago): a stream's flush, its commit and
+#: its frame cost about 150 us whatever they carry, so a long answer is flushed 200 times a second, not 1,000
+STREAM_WAIT = 0.005
 
 
 def _text_chunk(update: Any) -> str | None:
@@ -45,6 +48,7 @@ class EventLog:
     if TYPE_CHECKING:  # pragma: no cover
         # the rest of the hub (its state, its other parts), set up by SessionHub
         _flush_handle: asyncio.Handle | None
+        _last_flush: float
         _dirty: set[NotebookSession]
         _store_failed: str | None
         _store_retry_at: float
@@ -109,7 +113,12 @@ class EventLog:
         loop = asyncio.get_event_loop()
         if handle is not None:
             handle.cancel()
-        self._flush_handle = loop.call_soon(self._flush) if soon else loop.call_later(FLUSH_WAIT, self._flush)
+        if soon:
+            self._flush_handle = loop.call_soon(self._flush)
+        else:
+            now = loop.time()
+            wait = STREAM_WAIT if now - self._last_flush < STREAM_WAIT else FLUSH_WAIT
+            self._flush_handle = loop.call_at(now + wait, self._flush)
 
     def _flush(self) -> None:
         """Store the waiting events in one transaction, then hand them to subscribers.
@@ -118,9 +127,11 @@ class EventLog:
         in memory, the user is told once, and saving is retried every few seconds; when it works
         again the waiting events are written and the user is told that too.
         """
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()  # flushed directly, or this is it
-            self._flush_handle = None
+        handle, self._flush_handle = self._flush_handle, None
+        if handle is not None:
+            handle.cancel()  # flushed directly, or this is it
+        # a timed flush: events keep coming (a stream); else a burst ended (turn_ended, a direct flush)
+        self._last_flush = asyncio.get_event_loop().time() if isinstance(handle, asyncio.TimerHandle) else 0.0
         dirty, self._dirty = self._dirty, set()
         batches = []
         for session in dirty:

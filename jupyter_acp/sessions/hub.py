@@ -67,6 +67,7 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
         self._by_acp: dict[tuple[str, str], NotebookSession] = {}
         self.connections: dict[str, AgentConnection] = {}
         self._flush_handle: asyncio.Handle | None = None
+        self._last_flush = 0.0
         self._dirty: set[NotebookSession] = set()
         self._store_failed: str | None = None
         self._store_retry_at = 0.0
