@@ -71,6 +71,7 @@ def test_only_plain_text_chunks_of_one_message_join():
     log.emit(s, "session_update", update=_chunk("m1", messageId="m"))  # another message
     log.emit(s, "session_update", update=_chunk("m2", messageId="m"))
     log.emit(s, "session_update", update=_chunk("n1", messageId="n"))
+    log.emit(s, "session_update", update=_chunk("w", _meta={"k": 2}))  # three keys, but not the same three
     annotated = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x", "annotations": {}}}
     log.emit(s, "session_update", update=annotated)  # more than text: kept as the agent sent it
     log.emit(s, "session_update", update=_chunk("y"))
@@ -82,15 +83,16 @@ def test_only_plain_text_chunks_of_one_message_join():
         ("agent_thought_chunk", "t1t2"),
         ("agent_message_chunk", "m1m2"),
         ("agent_message_chunk", "n1"),
+        ("agent_message_chunk", "w"),
         ("agent_message_chunk", "x"),
         ("agent_message_chunk", "y"),
         ("agent_message_chunk", "z"),
         ("notice", "between"),
         ("agent_message_chunk", "after"),
     ]
-    assert [e["seq"] for e in s.outbox] == list(range(1, 10))
-    assert s.outbox[4]["update"]["content"] == {"type": "text", "text": "x", "annotations": {}}
-    assert s.outbox[6]["update"]["_meta"] == {"k": 1}
+    assert [e["seq"] for e in s.outbox] == list(range(1, 11))
+    assert s.outbox[5]["update"]["content"] == {"type": "text", "text": "x", "annotations": {}}
+    assert s.outbox[7]["update"]["_meta"] == {"k": 1}
 
 
 def test_a_joined_event_stays_under_the_limit():

@@ -177,35 +177,24 @@ class JsonRpcConnection:
                     break
                 if self._on_traffic:
                     self._on_traffic()
-                start = 0
-                while True:
-                    nl = chunk.find(b"\n", start)
-                    if nl < 0:
-                        rest = chunk[start:]
+                # complete lines split in C; the last piece is the start of the next line (or empty)
+                pieces = chunk.split(b"\n")
+                rest = pieces.pop()
+                for index, piece in enumerate(pieces):
+                    if index == 0 and (discarding or buf):
                         if discarding:
-                            discarding += len(rest)
-                        else:
-                            buf += rest
-                            if len(buf) > self._max_frame:
-                                discarding = len(buf)
-                                buf.clear()
-                        break
-                    piece = chunk[start:nl]
-                    start = nl + 1
-                    if discarding:
-                        size = discarding + len(piece) + 1
-                        discarding = 0
-                        self._on_bad_frame(
-                            f"skipped a message of {size} bytes: over the {self._max_frame}-byte frame limit"
-                        )
-                        continue
-                    if buf:
+                            size = discarding + len(piece) + 1
+                            discarding = 0
+                            self._on_bad_frame(
+                                f"skipped a message of {size} bytes: over the {self._max_frame}-byte frame limit"
+                            )
+                            continue
                         buf += piece
                         line = bytes(buf)
                         buf.clear()
                     else:
                         line = piece
-                    if len(line) + 1 > self._max_frame:
+                    if len(line) >= self._max_frame:
                         self._on_bad_frame(
                             f"skipped a message of {len(line) + 1} bytes: over the {self._max_frame}-byte frame limit"
                         )
@@ -215,6 +204,13 @@ class JsonRpcConnection:
                         handled += 1
                         if handled % 128 == 0:
                             await asyncio.sleep(0)  # let the first events out before the whole block
+                if discarding:
+                    discarding += len(rest)
+                elif rest:
+                    buf += rest
+                    if len(buf) > self._max_frame:
+                        discarding = len(buf)
+                        buf.clear()
                 # read() returns at once while the buffer holds data: yield, so what we just
                 # dispatched reaches subscribers before the next block is parsed.
                 await asyncio.sleep(0)

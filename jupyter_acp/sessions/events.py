@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 JOINABLE = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 #: a joined chunk's text stays under this (characters), far below the store's per-event cap
 JOIN_LIMIT = 32 * 1024
-_TEXT_KEYS = frozenset({"type", "text"})
+_MISSING = object()
 #: seconds an event of a running turn waits for company before it is stored and sent: a turn's events of one
 #: burst (turn_started, the answer, turn_ended of a quick agent; a stream's chunks) leave as one frame and one
 #: commit; an event said outside a turn (turn_ended among them) leaves at the next loop tick
@@ -78,20 +78,26 @@ class EventLog:
 
     @staticmethod
     def _join(session: NotebookSession, data: dict[str, Any]) -> bool:
-        """Join a text chunk to the last event (a text chunk: same keys, kind and message); per token, so lean."""
+        """Join a text chunk to the last event (a text chunk: same keys, kind and message).
+
+        Once per streamed token, so lean: the last event's keys are ``sessionUpdate`` and ``content`` and maybe
+        ``messageId`` (``_text_chunk``), so equal sizes, an equal kind, a two-key text content and (with three keys)
+        an equal ``messageId`` mean equal keys.
+        """
         update = data.get("update")
         if len(data) != 1 or type(update) is not dict:
             return False
         last = session.outbox[-1]["update"]
-        if update.keys() != last.keys() or update["sessionUpdate"] != last["sessionUpdate"]:
+        size = len(update)
+        if size != len(last) or update.get("sessionUpdate") != last["sessionUpdate"]:
             return False
-        content = update["content"]
-        if type(content) is not dict or content.keys() != _TEXT_KEYS or content["type"] != "text":
+        content = update.get("content")
+        if type(content) is not dict or len(content) != 2 or content.get("type") != "text":
             return False
-        text = content["text"]
+        text = content.get("text")
         if type(text) is not str or session.merged_chars + len(text) > JOIN_LIMIT:
             return False
-        if update.get("messageId") != last.get("messageId"):
+        if size == 3 and update.get("messageId", _MISSING) != last["messageId"]:
             return False
         session.merging.append(text)  # type: ignore[union-attr]
         session.merged_chars += len(text)
