@@ -7,7 +7,6 @@ bounds and ordered operations; it answers with the same validation and hub calls
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web, websocket
 
+from ..protocol import codec
 from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.model import HubError, encode
 from ..sessions.store_cap import cap_event
@@ -142,7 +142,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
                     413, f"operation frame larger than {self._op_bytes()} bytes (JupyterACP.max_prompt_bytes)"
                 )
             try:
-                frame = json.loads(message)
+                frame = codec.loads(message)
             except ValueError:
                 raise web.HTTPError(400, 'the frame is not JSON; send an object such as {"op": "cancel"}') from None
             if not isinstance(frame, dict):
@@ -176,7 +176,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._send_answer({"ref": ref, "ok": True, **answer})
 
     def _send_answer(self, answer: dict[str, Any]) -> None:
-        self._send(json.dumps(answer))
+        self._send(codec.dumps(answer))
 
     async def _op_prompt(self, session: NotebookSession, frame: dict[str, Any]) -> dict[str, Any]:
         body: PromptBody = _validated(PromptBody, frame)
