@@ -58,9 +58,9 @@ class EventLog:
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
         """Record an event, then (with what else is said within FLUSH_WAIT) store it and send it to every subscriber.
 
-        A text chunk that continues the previous one (same kind, same message, both still waiting for this tick's
+        A text chunk that continues the previous one (same kind, same message, both still waiting for the same
         flush) joins it instead of becoming an event of its own: an agent that streams a token per line costs one
-        stored row and one frame per tick, not per token, and the transcript reads the same.
+        stored row and one frame per flush, not per token, and the transcript reads the same.
         """
         if type_ == "session_update" and session.merging is not None and self._join(session, data):
             return session.outbox[-1]

@@ -1,7 +1,8 @@
 """Transcript store: every event of every notebook session, in SQLite, before it is sent out.
 
 Writes are synchronous (SQLite in WAL mode answers in microseconds) and committed once per
-event-loop tick by the hub, so a burst of 10,000 chunks costs a handful of commits.  A failing
+flush of the hub's event log (a burst; every 5 ms while a stream goes on), so 10,000 chunks cost a handful of
+commits.  A failing
 disk never stops a turn: errors are returned to the hub, which tells the user and keeps serving
 from memory.
 

@@ -4,7 +4,7 @@ Apart from the transcript (``store.py``: sessions, events, compaction, pages) be
 file on disk and its history of schemas, not about conversations: opening makes the folder 0700 and the files
 (the database and SQLite's ``-wal`` and ``-shm``) 0600, repairing a looser store and saying so; an older store
 is migrated in one transaction (another server may be first).  Writes are staged in one transaction per
-event-loop tick (``commit``); a failure rolls back and raises :class:`StoreError` with the reason.
+flush of the event log (``commit``); a failure rolls back and raises :class:`StoreError` with the reason.
 """
 
 from __future__ import annotations
