@@ -183,6 +183,21 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+async def warm_idle_growth(
+    turn: Any, pid: int, args: argparse.Namespace, warm: list[float], idle: list[float], growth: list[int]
+) -> None:
+    """The same three measures on every server path: ``--warm`` turns back to back, ``--idle`` turns each after
+    1 s of quiet, and the server's RSS growth over 100 more (``turn`` answers a turn's seconds)."""
+    warm.extend([await turn() for _ in range(args.warm)])
+    for _ in range(args.idle):
+        await asyncio.sleep(1)
+        idle.append(await turn())
+    before = rss_kib(pid)
+    for _ in range(100):
+        await turn()
+    growth.append(rss_kib(pid) - before)
+
+
 async def ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import httpx
     import nbformat
@@ -238,14 +253,7 @@ async def ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     await until("turn_ended")
                     return time.perf_counter() - t1
 
-                warm.extend([await turn() for _ in range(args.warm)])
-                for _ in range(args.idle):
-                    await asyncio.sleep(1)
-                    idle.append(await turn())
-                before = rss_kib(server.proc.pid)  # type: ignore[union-attr]
-                for _ in range(100):
-                    await turn()
-                growth.append(rss_kib(server.proc.pid) - before)  # type: ignore[union-attr]
+                await warm_idle_growth(turn, server.proc.pid, args, warm, idle, growth)  # type: ignore[union-attr]
                 ws.close()
         finally:
             server.stop()
@@ -382,15 +390,8 @@ async def jupyter_ai(args: argparse.Namespace, tmp: Path, python: Path) -> dict[
                     return took
 
                 colds.append(await ask())
-                warm.extend([await ask() for _ in range(args.warm)])
-                for _ in range(args.idle):
-                    await asyncio.sleep(1)
-                    idle.append(await ask())
                 assert server.proc is not None
-                before = rss_kib(server.proc.pid)
-                for _ in range(100):
-                    await ask()
-                growth.append(rss_kib(server.proc.pid) - before)
+                await warm_idle_growth(ask, server.proc.pid, args, warm, idle, growth)
         finally:
             server.stop()
     return {"cold": colds, "warm": warm, "idle": idle, "growth_kib": growth, "empty": empty, "total": total}
@@ -510,15 +511,8 @@ async def jupyter_ai_chat(args: argparse.Namespace, tmp: Path, python: Path) -> 
                     stops.append(stopped - sent)
                     return answered - sent
 
-                warm.extend([await one() for _ in range(args.warm)])
-                for _ in range(args.idle):
-                    await asyncio.sleep(1)
-                    idle.append(await one())
                 assert server.proc is not None
-                before = rss_kib(server.proc.pid)
-                for _ in range(100):
-                    await one()
-                growth.append(rss_kib(server.proc.pid) - before)
+                await warm_idle_growth(one, server.proc.pid, args, warm, idle, growth)
                 ws.close()
         except (TimeoutError, RuntimeError) as exc:
             raise RuntimeError(f"Jupyter AI's chat path failed ({exc!r}); server log: {server.log_tail()}") from exc
@@ -632,15 +626,12 @@ async def jupyter_ai_ychat(args: argparse.Namespace, tmp: Path, python: Path) ->
                     ).raise_for_status()
                     await chat.turn(persona)
                     colds.append(time.perf_counter() - t0)
-                    warm.extend([await chat.turn(persona) for _ in range(args.warm)])
-                    for _ in range(args.idle):
-                        await asyncio.sleep(1)
-                        idle.append(await chat.turn(persona))
                     assert server.proc is not None
-                    before = rss_kib(server.proc.pid)
-                    for _ in range(100):
-                        await chat.turn(persona)
-                    growth.append(rss_kib(server.proc.pid) - before)
+
+                    async def one(chat: Any = chat, persona: str = persona) -> float:
+                        return await chat.turn(persona)
+
+                    await warm_idle_growth(one, server.proc.pid, args, warm, idle, growth)
         except (TimeoutError, RuntimeError, ExceptionGroup) as exc:  # the provider's task group wraps ours
             raise RuntimeError(f"Jupyter AI's YChat path failed ({exc!r}); server log: {server.log_tail()}") from exc
         finally:
