@@ -9,7 +9,8 @@ chunk, and the ratios (goal: >= 0.8x throughput at 10,000 chunks, < 5 ms first-c
 
 Warm turns (``--warm N``, 0 to skip): a one-chunk agent, N prompts back to back, each until ``turn_ended`` on the
 session's WebSocket, the prompt sent two ways: ``POST .../prompt`` (the HTTP route) and a ``prompt`` op frame on
-the already-open socket; the floor is the same agent driven directly over its pipe.
+the already-open socket; the floor is the same agent driven directly over its pipe. "Of which" is a ``cancel`` op
+with no turn running on the same socket: the WebSocket round trip itself (client, server, auth, parse, answer).
 
 ``--profile FILE``: py-spy samples the server while it streams and runs the warm turns (collapsed stacks,
 ``--format raw``, into FILE).
@@ -147,6 +148,25 @@ async def warm_through_server(server: ServerProcess, sid: str, n: int, via: str)
     return out
 
 
+async def bare_ops(server: ServerProcess, sid: str, n: int) -> list[float]:
+    """Seconds per ``cancel`` op with no turn running, on the session's open WebSocket: the socket's own round trip
+    (client, server, auth, parse, answer) with no agent behind it."""
+    last = server.get("sessions", sid).json()["last_seq"]
+    ws_url = f"ws://127.0.0.1:{server.port}/jupyter-acp/sessions/{sid}/stream?after={last}"
+    ws = await websocket_connect(HTTPRequest(ws_url, headers=server.headers))
+    out = []
+    for i in range(n + 1):
+        t0 = time.perf_counter()
+        await ws.write_message(json.dumps({"op": "cancel", "ref": i}))
+        data = json.loads(await ws.read_message())  # type: ignore[arg-type]
+        if not (isinstance(data, dict) and data.get("ok")):
+            raise RuntimeError(data)
+        if i:
+            out.append(time.perf_counter() - t0)
+    ws.close()
+    return out
+
+
 async def through_server(server: ServerProcess, sid: str, chunks: int, via: str = "socket") -> tuple[float, float]:
     """(seconds to the first chunk, seconds to turn_ended) from the prompt (``via`` "http": POSTed; "socket": an
     op on the session's WebSocket, as the panel sends it) to the events on the WebSocket."""
@@ -202,7 +222,7 @@ async def main_async(args: argparse.Namespace) -> None:
     }
     server = ServerProcess(tmp / "root", tmp / "data", agents=agents, extra_args=args.server_arg)
     server.start()
-    warm: dict[str, list[float]] = {"direct": [], "http": [], "socket": []}
+    warm: dict[str, list[float]] = {"direct": [], "http": [], "socket": [], "bare": []}
     try:
         sid = server.open_session("nb.ipynb", "stream")["id"]
         await through_server(server, sid, args.chunks)  # warm-up (server.turn reads one page: not to the end)
@@ -227,6 +247,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 warm["direct"] += await direct_warm(args.warm)
                 warm["http"] += await warm_through_server(server, wid, args.warm, "http")
                 warm["socket"] += await warm_through_server(server, wid, args.warm, "socket")
+                warm["bare"] += await bare_ops(server, wid, args.warm)
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
@@ -254,6 +275,7 @@ async def main_async(args: argparse.Namespace) -> None:
             ("direct", "warm turn, direct (floor)"),
             ("http", "warm turn, HTTP prompt"),
             ("socket", "warm turn, socket op"),
+            ("bare", "of which: a bare op (cancel)"),
         ):
             q = statistics.quantiles(warm[name], n=4)
             cpu = f", server CPU {med(WARM_CPU[name]) * 1000:.2f} ms/prompt" if name in WARM_CPU else ""
