@@ -8,7 +8,8 @@
   tool call carrying the same. The answer ends with ``END-OF-ANSWER``.
 * ``ask``: ``session/request_permission`` whose option *named* "Reject" has kind ``allow_once`` and whose
   option named "Allow" has kind ``reject_once``; answers ``permission: OPTION_ID``.
-* ``history N``: N message chunks of one turn, a paragraph each (a long transcript for history pages).
+* ``history N``: N message chunks of one turn, a paragraph each, 12 ms apart so each is an event of its own (a long
+  transcript for history pages).
 * anything else: the scripted ``stream`` behaviour (three numbered chunks).
 
 ``lab_with(base, fake_model, extra_agents)`` starts ``jupyter lab`` as the shared ``lab`` fixture of
@@ -116,6 +117,7 @@ def _agent_class() -> type:
             if history:
                 for i in range(int(history.group(1))):
                     await self._chunk(sid, f"h{i}\n\n")
+                    await asyncio.sleep(0.012)  # past the server's flush wait: an event each, not one joined burst
                 return {"stopReason": "end_turn"}
             return await super().on_session_prompt(params)
 
