@@ -65,19 +65,19 @@ def _texts(log: _Log, session: NotebookSession) -> list[tuple[str, str]]:
 def test_only_plain_text_chunks_of_one_message_join():
     log, s = _Log(), _session()
     for text in ("a", "b", "c"):
-        log.emit(s, "session_update", update=_chunk(text))
-    log.emit(s, "session_update", update=_chunk("t1", "agent_thought_chunk"))  # another kind
-    log.emit(s, "session_update", update=_chunk("t2", "agent_thought_chunk"))
-    log.emit(s, "session_update", update=_chunk("m1", messageId="m"))  # another message
-    log.emit(s, "session_update", update=_chunk("m2", messageId="m"))
-    log.emit(s, "session_update", update=_chunk("n1", messageId="n"))
-    log.emit(s, "session_update", update=_chunk("w", _meta={"k": 2}))  # three keys, but not the same three
+        log.emit_update(s, _chunk(text))
+    log.emit_update(s, _chunk("t1", "agent_thought_chunk"))  # another kind
+    log.emit_update(s, _chunk("t2", "agent_thought_chunk"))
+    log.emit_update(s, _chunk("m1", messageId="m"))  # another message
+    log.emit_update(s, _chunk("m2", messageId="m"))
+    log.emit_update(s, _chunk("n1", messageId="n"))
+    log.emit_update(s, _chunk("w", _meta={"k": 2}))  # three keys, but not the same three
     annotated = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x", "annotations": {}}}
-    log.emit(s, "session_update", update=annotated)  # more than text: kept as the agent sent it
-    log.emit(s, "session_update", update=_chunk("y"))
-    log.emit(s, "session_update", update=_chunk("z", _meta={"k": 1}))  # extra keys: its own event
+    log.emit_update(s, annotated)  # more than text: kept as the agent sent it
+    log.emit_update(s, _chunk("y"))
+    log.emit_update(s, _chunk("z", _meta={"k": 1}))  # extra keys: its own event
     log.emit(s, "notice", text="between")
-    log.emit(s, "session_update", update=_chunk("after"))
+    log.emit_update(s, _chunk("after"))
     assert _texts(log, s) == [
         ("agent_message_chunk", "abc"),
         ("agent_thought_chunk", "t1t2"),
@@ -99,7 +99,7 @@ def test_a_joined_event_stays_under_the_limit():
     log, s = _Log(), _session()
     piece = "x" * 1000
     for _ in range(JOIN_LIMIT // 1000 * 3):
-        log.emit(s, "session_update", update=_chunk(piece))
+        log.emit_update(s, _chunk(piece))
     log._seal(s)
     sizes = [len(e["update"]["content"]["text"]) for e in s.outbox]
     assert max(sizes) <= JOIN_LIMIT and len(sizes) >= 3

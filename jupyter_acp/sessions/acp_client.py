@@ -52,12 +52,14 @@ class ClientEndpoint:
                 return
             if session.replaying:
                 return  # session/load replays what the transcript already holds
+            kind = update.get("sessionUpdate")
             if session.turn is not None:
                 session.turn.touch()
-                if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+                if kind == "tool_call" or kind == "tool_call_update":
                     self.hub.gate.note_tool_call(session, update)
-            self.hub.emit(session, "session_update", update=update)
-            self._track_session_state(session, update)
+            self.hub.emit_update(session, update)
+            if kind == "current_mode_update" or kind == "config_option_update":
+                self._track_session_state(session, update)
             return
         if method == ELICITATION_COMPLETE:
             self.hub.complete_elicitation((self.conn.name, self.conn.generation), params)

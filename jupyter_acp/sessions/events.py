@@ -56,14 +56,7 @@ class EventLog:
         def __getattr__(self, name: str) -> Any: ...
 
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
-        """Record an event, then (with what else is said within FLUSH_WAIT) store it and send it to every subscriber.
-
-        A text chunk that continues the previous one (same kind, same message, both still waiting for the same
-        flush) joins it instead of becoming an event of its own: an agent that streams a token per line costs one
-        stored row and one frame per flush, not per token, and the transcript reads the same.
-        """
-        if type_ == "session_update" and session.merging is not None and self._join(session, data):
-            return session.outbox[-1]
+        """Record an event, then (with what else is said within FLUSH_WAIT) store it and send it to every subscriber."""
         self._seal(session)
         session.seq += 1
         event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
@@ -76,17 +69,24 @@ class EventLog:
         self._schedule_flush(soon=session.turn is None)
         return event
 
+    def emit_update(self, session: NotebookSession, update: dict[str, Any]) -> None:
+        """An agent's ``session/update`` as a ``session_update`` event.
+
+        A text chunk that continues the previous one (same kind, same message, both still waiting for the same
+        flush) joins it instead of becoming an event of its own: an agent that streams a token per line costs one
+        stored row and one frame per flush, not per token, and the transcript reads the same.
+        """
+        if session.merging is None or not self._join(session, update):
+            self.emit(session, "session_update", update=update)
+
     @staticmethod
-    def _join(session: NotebookSession, data: dict[str, Any]) -> bool:
+    def _join(session: NotebookSession, update: dict[str, Any]) -> bool:
         """Join a text chunk to the last event (a text chunk: same keys, kind and message).
 
         Once per streamed token, so lean: the last event's keys are ``sessionUpdate`` and ``content`` and maybe
         ``messageId`` (``_text_chunk``), so equal sizes, an equal kind, a two-key text content and (with three keys)
         an equal ``messageId`` mean equal keys.
         """
-        update = data.get("update")
-        if len(data) != 1 or type(update) is not dict:
-            return False
         last = session.outbox[-1]["update"]
         size = len(update)
         if size != len(last) or update.get("sessionUpdate") != last["sessionUpdate"]:
