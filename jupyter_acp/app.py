@@ -143,8 +143,9 @@ class JupyterACP(ExtensionApp):
         help="Once the extension has started, move every object alive then (the server's and the extensions' "
         "modules, classes and settings) out of Python's cyclic garbage collector (gc.freeze): a full collection "
         "then walks only what was made since, and stops the server's loop for milliseconds instead of the "
-        "~130 ms measured on a JupyterLab server, which stalled every stream and kernel socket. Off: the "
-        "interpreter's own behaviour.",
+        "~130 ms measured on a JupyterLab server, which stalled every stream and kernel socket. The price: an "
+        "object of that moment that later becomes part of a garbage cycle is not reclaimed until the extension "
+        "stops. Off: the interpreter's own behaviour.",
     )
     startup_wait = Float(
         120.0,
