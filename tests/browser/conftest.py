@@ -8,6 +8,7 @@ agent as default and scripted agents for permissions, slow turns and crashes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -56,11 +57,15 @@ def _agent(*args: str, title: str) -> dict[str, Any]:
 
 
 class Lab:
-    def __init__(self, url: str, root: Path, proc: subprocess.Popen, log: Path) -> None:
+    def __init__(
+        self, url: str, root: Path, proc: subprocess.Popen, log: Path, config_dir: Path, data_dir: Path
+    ) -> None:
         self.url = url
         self.root = root
         self.proc = proc
         self.log = log
+        self.config_dir = config_dir
+        self.data_dir = data_dir
 
     def notebook(self, name: str, cells: list[str] | None = None, ids: list[str] | None = None) -> str:
         nb = nbformat.v4.new_notebook()
@@ -138,9 +143,23 @@ def fake_model() -> Iterator[Any]:
         yield fm
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[Lab]:
-    base = tmp_path_factory.mktemp("lab")
+@contextlib.contextmanager
+def run_lab(
+    base: Path,
+    settings: dict[str, Any],
+    *,
+    store: str = "transcripts.sqlite",
+    env: dict[str, str] | None = None,
+    drop_env: tuple[str, ...] = ("JUPYTER_ACP_MODEL",),
+    keep_log: str | None = None,
+) -> Iterator[Lab]:
+    """``jupyter lab`` in its own root, runtime, config, data, settings and workspace folders under ``base``, with
+    ``settings`` as its ``JupyterACP`` config (the store at ``store`` in its data folder); stopped on exit.
+
+    It serves the labextension built from this checkout (an installed copy may be older), or the build named by
+    ``JUPYTER_ACP_TEST_LABEXTENSION`` (an older commit's, to see a test fail on it). ``env`` is added to the
+    server's environment, ``drop_env`` taken out of it; ``keep_log`` copies its log into test-artifacts/browser.
+    """
     root, runtime, config, data = (base / n for n in ("root", "runtime", "config", "data"))
     for d in (root, runtime, config, data, base / "settings", base / "workspaces"):
         d.mkdir()
@@ -149,59 +168,25 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
     (config / "labconfig" / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     )
-    # serve the labextension built from this checkout (an installed copy may be older)
     (data / "labextensions").mkdir()
-    (data / "labextensions" / "jupyter-acp-host").symlink_to(REPO / "jupyter_acp" / "labextension")
+    built = os.environ.get("JUPYTER_ACP_TEST_LABEXTENSION") or str(REPO / "jupyter_acp" / "labextension")
+    (data / "labextensions" / "jupyter-acp-host").symlink_to(built)
     server_config = {
         "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
-        "JupyterACP": {
-            "default_agent": "echo",
-            "store_path": str(data / "transcripts.sqlite"),
-            "agents": {
-                "builtin": {
-                    "command": sys.executable,
-                    "args": ["-m", "jupyter_acp.agent"],
-                    "title": "Built-in (fake model)",
-                    "env": {
-                        "JUPYTER_ACP_MODEL": "openai/fake",
-                        "JUPYTER_ACP_API_BASE": fake_model.url,
-                        "OPENAI_API_KEY": "sk-fake",
-                        "JUPYTER_ACP_AGENT_MODE": "auto",
-                    },
-                },
-                # the built-in agent offering two models (and its modes ask/auto): the header's pickers
-                "models": {
-                    "command": sys.executable,
-                    "args": ["-m", "jupyter_acp.agent", "--models", "openai/fake,openai/fake-large"],
-                    "title": "Built-in (two models)",
-                    "env": {
-                        "JUPYTER_ACP_MODEL": "openai/fake",
-                        "JUPYTER_ACP_API_BASE": fake_model.url,
-                        "OPENAI_API_KEY": "sk-fake",
-                    },
-                },
-                "options": {
-                    "command": sys.executable,
-                    "args": [str(Path(__file__).with_name("options_agent.py"))],
-                    "title": "Scripted: every kind of option",
-                },
-                "perm": _agent("permission", title="Scripted: permission"),
-                "slow": _agent("slow", "--chunks", "80", "--delay", "0.15", title="Scripted: slow"),
-                "crash": _agent("crash", title="Scripted: crash"),
-                "login": _agent("needs_auth", title="Scripted: needs login"),
-            },
-        },
+        "JupyterACP": {"store_path": str(data / store), **settings},
     }
     (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
     port = _free_port()
-    env = {
+    server_env = {
         **os.environ,
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "JUPYTER_CONFIG_DIR": str(config),
         "JUPYTER_DATA_DIR": str(data),
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+        **(env or {}),
     }
-    env.pop("JUPYTER_ACP_MODEL", None)
+    for name in drop_env:
+        server_env.pop(name, None)
     log = base / "server.log"
     cmd = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
@@ -212,7 +197,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]  # fmt: skip
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=server_env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True
+        )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 90
     while True:
@@ -225,18 +212,59 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
                 pytest.fail(f"jupyter lab did not start:\n{log.read_text()[-4000:]}")
             time.sleep(0.25)
     try:
-        yield Lab(url, root, proc, log)
+        yield Lab(url, root, proc, log, config, data)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(15)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(log, ARTIFACTS / "server.log")
+        if keep_log:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log, ARTIFACTS / keep_log)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[Lab]:
+    settings = {
+        "default_agent": "echo",
+        "agents": {
+            "builtin": {
+                "command": sys.executable,
+                "args": ["-m", "jupyter_acp.agent"],
+                "title": "Built-in (fake model)",
+                "env": {
+                    "JUPYTER_ACP_MODEL": "openai/fake",
+                    "JUPYTER_ACP_API_BASE": fake_model.url,
+                    "OPENAI_API_KEY": "sk-fake",
+                    "JUPYTER_ACP_AGENT_MODE": "auto",
+                },
+            },
+            # the built-in agent offering two models (and its modes ask/auto): the header's pickers
+            "models": {
+                "command": sys.executable,
+                "args": ["-m", "jupyter_acp.agent", "--models", "openai/fake,openai/fake-large"],
+                "title": "Built-in (two models)",
+                "env": {
+                    "JUPYTER_ACP_MODEL": "openai/fake",
+                    "JUPYTER_ACP_API_BASE": fake_model.url,
+                    "OPENAI_API_KEY": "sk-fake",
+                },
+            },
+            "options": {
+                "command": sys.executable,
+                "args": [str(Path(__file__).with_name("options_agent.py"))],
+                "title": "Scripted: every kind of option",
+            },
+            "perm": _agent("permission", title="Scripted: permission"),
+            "slow": _agent("slow", "--chunks", "80", "--delay", "0.15", title="Scripted: slow"),
+            "crash": _agent("crash", title="Scripted: crash"),
+            "login": _agent("needs_auth", title="Scripted: needs login"),
+        },
+    }
+    with run_lab(tmp_path_factory.mktemp("lab"), settings, keep_log="server.log") as lab:
+        yield lab
 
 
 @pytest.fixture(autouse=True)

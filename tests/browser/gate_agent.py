@@ -22,14 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import re
-import signal
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,78 +195,16 @@ def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = 
 
     ``acp``: more ``JupyterACP`` settings (e.g. ``replay_page_events=25`` for short history pages).
     """
-    from conftest import REPO, TOKEN, Lab, _free_port  # the browser tests' conftest (same folder)
+    from conftest import run_lab  # the browser tests' conftest (same folder)
 
-    root, runtime, config, data = (base / n for n in ("root", "runtime", "config", "data"))
-    for d in (root, runtime, config, data, base / "settings", base / "workspaces"):
-        d.mkdir()
-    (config / "labconfig").mkdir()
-    (config / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    (data / "labextensions").mkdir()
-    # JUPYTER_ACP_TEST_LABEXTENSION: another build to serve (e.g. an older commit's, to see a test fail on it)
-    built = os.environ.get("JUPYTER_ACP_TEST_LABEXTENSION") or str(REPO / "jupyter_acp" / "labextension")
-    (data / "labextensions" / "jupyter-acp-host").symlink_to(built)
     agents = {
         "gate": {"command": sys.executable, "args": [str(HERE / "gate_agent.py")], "title": "Scripted: gate"},
         "builtin": {**fake_model.agent_entry(), "title": "Built-in (fake model)"},
         **(extra_agents or {}),
     }
     agents["builtin"]["env"]["JUPYTER_ACP_AGENT_MODE"] = "auto"
-    (config / "jupyter_server_config.json").write_text(
-        json.dumps(
-            {
-                "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
-                "JupyterACP": {
-                    "default_agent": "gate",
-                    "store_path": str(data / "transcripts.sqlite"),
-                    "agents": agents,
-                    **acp,
-                },
-            }
-        )
-    )
-    port = _free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-        "JUPYTER_CONFIG_DIR": str(config),
-        "JUPYTER_DATA_DIR": str(data),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-    }
-    env.pop("JUPYTER_ACP_MODEL", None)
-    log = base / "server.log"
-    cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
-        f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
-        f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
-        f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}api/status?token={TOKEN}", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"jupyter lab did not start:\n{log.read_text()[-4000:]}") from None
-            time.sleep(0.25)
-    try:
-        yield Lab(url, root, proc, log)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+    with run_lab(base, {"default_agent": "gate", "agents": agents, **acp}) as lab:
+        yield lab
 
 
 async def main() -> None:

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from axe import assert_accessible, set_theme
-from conftest import REPO, SCRIPTED, TOKEN, Lab, _free_port  # the browser tests' conftest (same folder)
+from conftest import REPO, SCRIPTED, Lab, run_lab  # the browser tests' conftest (same folder)
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -47,84 +44,30 @@ def _login_agent(base: Path, name: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[Lab]:
     base = tmp_path_factory.mktemp("setup-lab")
-    root, runtime, config, data, bin_dir = (base / n for n in ("root", "runtime", "config", "data", "bin"))
-    for d in (root, runtime, config, data, bin_dir, base / "settings", base / "workspaces"):
-        d.mkdir()
-    (config / "labconfig").mkdir()
-    (config / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    (data / "labextensions").mkdir()
-    # JUPYTER_ACP_TEST_LABEXTENSION: another build to serve (an older commit's, to see these tests fail on it)
-    built = os.environ.get("JUPYTER_ACP_TEST_LABEXTENSION") or str(REPO / "jupyter_acp" / "labextension")
-    (data / "labextensions" / "jupyter-acp-host").symlink_to(built)
+    bin_dir = base / "bin"
+    bin_dir.mkdir()
     codex = bin_dir / "codex-acp"  # "found on this machine"; never started by these tests
     codex.write_text("#!/bin/sh\nexit 0\n")
     codex.chmod(0o755)
-    server_config = {
-        "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
-        "JupyterACP": {
-            "default_agent": "echo",
-            "store_path": str(data / "jupyter_acp" / "transcripts.sqlite"),
-            "agents": {
-                "builtin": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "title": "Built-in agent"},
-                "login-agent": _login_agent(base, "agent"),
-                "login-key": _login_agent(base, "key"),
-                "login-terminal": _login_agent(base, "terminal"),
-            },
+    settings = {
+        "default_agent": "echo",
+        "agents": {
+            "builtin": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "title": "Built-in agent"},
+            "login-agent": _login_agent(base, "agent"),
+            "login-key": _login_agent(base, "key"),
+            "login-terminal": _login_agent(base, "terminal"),
         },
     }
-    (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-        "JUPYTER_CONFIG_DIR": str(config),
-        "JUPYTER_DATA_DIR": str(data),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
-    }
-    for name in ("JUPYTER_ACP_MODEL", "JUPYTER_ACP_API_BASE", "OPENAI_API_KEY", "SCRIPTED_API_KEY"):
-        env.pop(name, None)
-    log = base / "server.log"
-    cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
-        f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={TOKEN}",
-        f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
-        f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}api/status?token={TOKEN}", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"jupyter lab did not start:\n{log.read_text()[-4000:]}")
-            time.sleep(0.25)
-    lab = Lab(url, root, proc, log)
-    lab.config_dir = config  # type: ignore[attr-defined]
-    lab.data_dir = data  # type: ignore[attr-defined]
-    try:
+    with run_lab(
+        base,
+        settings,
+        store="jupyter_acp/transcripts.sqlite",
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        drop_env=("JUPYTER_ACP_MODEL", "JUPYTER_ACP_API_BASE", "OPENAI_API_KEY", "SCRIPTED_API_KEY"),
+        keep_log="agent-setup-server.log",
+    ) as lab:
         yield lab
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        (REPO / "test-artifacts" / "browser").mkdir(parents=True, exist_ok=True)
-        (REPO / "test-artifacts" / "browser" / "agent-setup-server.log").write_bytes(log.read_bytes())
-        assert KEY not in log.read_text(errors="replace"), "the key reached the server's log"
+    assert KEY not in lab.log.read_text(errors="replace"), "the key reached the server's log"
 
 
 def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
