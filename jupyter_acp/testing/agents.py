@@ -58,11 +58,11 @@ class ScriptedAgent:
     def _raw(self, data: bytes) -> None:
         self.conn._writer.write(data)  # deliberately bypasses the JSON encoder
 
+    async def _update(self, sid: str, update: dict[str, Any]) -> None:
+        await self.conn.notify("session/update", {"sessionId": sid, "update": update})
+
     async def _chunk(self, sid: str, text: str, kind: str = "agent_message_chunk") -> None:
-        await self.conn.notify(
-            "session/update",
-            {"sessionId": sid, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}},
-        )
+        await self._update(sid, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
 
     def handle_notification(self, method: str, params: Any) -> None:
         if method == "session/cancel" and isinstance(params, dict):
@@ -394,6 +394,18 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     asyncio.run(main_async(parse_args(argv)))
+
+
+def serve(agent_class: type[ScriptedAgent], argv: tuple[str, ...] = ("stream", "--chunks", "3")) -> None:
+    """Serve a subclass (the browser tests' scene agents) on stdio, with ``argv``'s behaviour for what it leaves
+    to this class."""
+    args = parse_args(list(argv))
+
+    async def run() -> None:
+        conn = await serve_stdio(lambda c: agent_class(c, args))
+        await conn.wait_closed()
+
+    asyncio.run(run())
 
 
 if __name__ == "__main__":

@@ -88,21 +88,10 @@ def _agent_class() -> type:
                 return {"stopReason": "end_turn"}
             return await super().on_session_prompt(params)
 
-        async def _update(self, sid: str, update: dict[str, Any]) -> None:
-            await self.conn.notify("session/update", {"sessionId": sid, "update": update})
-
     return BadgesAgent
 
 
-async def main() -> None:
-    from jupyter_acp.protocol.jsonrpc import serve_stdio
-    from jupyter_acp.testing.agents import parse_args
-
-    args = parse_args(["stream", "--chunks", "3"])
-    agent = _agent_class()
-    conn = await serve_stdio(lambda c: agent(c, args))
-    await conn.wait_closed()
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    from jupyter_acp.testing.agents import serve
+
+    serve(_agent_class())

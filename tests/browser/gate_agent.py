@@ -115,9 +115,6 @@ def _agent_class() -> type:
                 return {"stopReason": "end_turn"}
             return await super().on_session_prompt(params)
 
-        async def _update(self, sid: str, update: dict[str, Any]) -> None:
-            await self.conn.notify("session/update", {"sessionId": sid, "update": update})
-
         async def _exfil(self, sid: str, base: str) -> None:
             s = "d=SECRET"
             await self._chunk(sid, f"Thinking about ![thought]({base}/thought?{s})", "agent_thought_chunk")
@@ -207,15 +204,7 @@ def lab_with(base: Path, fake_model: Any, extra_agents: dict[str, Any] | None = 
         yield lab
 
 
-async def main() -> None:
-    from jupyter_acp.protocol.jsonrpc import serve_stdio
-    from jupyter_acp.testing.agents import parse_args
-
-    args = parse_args(["stream", "--chunks", "3"])
-    agent = _agent_class()
-    conn = await serve_stdio(lambda c: agent(c, args))
-    await conn.wait_closed()
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    from jupyter_acp.testing.agents import serve
+
+    serve(_agent_class())

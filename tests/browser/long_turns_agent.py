@@ -41,22 +41,12 @@ def _agent_class() -> type:
 
         async def _plan(self, sid: str, states: list[str]) -> None:
             entries = [{"content": c, "priority": "medium", "status": s} for c, s in zip(STEPS, states, strict=True)]
-            await self.conn.notify(
-                "session/update", {"sessionId": sid, "update": {"sessionUpdate": "plan", "entries": entries}}
-            )
+            await self._update(sid, {"sessionUpdate": "plan", "entries": entries})
 
     return LongTurnsAgent
 
 
-async def main() -> None:
-    from jupyter_acp.protocol.jsonrpc import serve_stdio
-    from jupyter_acp.testing.agents import parse_args
-
-    args = parse_args(["stream", "--chunks", "3"])
-    agent = _agent_class()
-    conn = await serve_stdio(lambda c: agent(c, args))
-    await conn.wait_closed()
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    from jupyter_acp.testing.agents import serve
+
+    serve(_agent_class())

@@ -8,12 +8,11 @@ session's `modes`, also sent), a grouped "Model" select and an "Extended thinkin
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
-from jupyter_acp.protocol.jsonrpc import INVALID_PARAMS, RpcError, serve_stdio
-from jupyter_acp.testing.agents import ScriptedAgent, parse_args
+from jupyter_acp.protocol.jsonrpc import INVALID_PARAMS, RpcError
+from jupyter_acp.testing.agents import ScriptedAgent, serve
 
 OPTIONS = [
     {
@@ -89,23 +88,11 @@ class OptionsAgent(ScriptedAgent):
                     o["currentValue"] = "plan"
                 if o["id"] == "thinking":
                     o["currentValue"] = not o["currentValue"]
-            await self.conn.notify(
-                "session/update",
-                {
-                    "sessionId": sid,
-                    "update": {"sessionUpdate": "config_option_update", "configOptions": self.options[sid]},
-                },
-            )
+            await self._update(sid, {"sessionUpdate": "config_option_update", "configOptions": self.options[sid]})
             await self._chunk(sid, "I switched to planning.")
             return {"stopReason": "end_turn"}
         return await super().on_session_prompt(params)
 
 
-async def main() -> None:
-    args = parse_args(["stream", "--chunks", "3"])
-    conn = await serve_stdio(lambda c: OptionsAgent(c, args))
-    await conn.wait_closed()
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    serve(OptionsAgent)
