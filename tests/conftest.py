@@ -28,6 +28,24 @@ def scripted(behaviour: str, *extra: str) -> dict[str, Any]:
     return {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], behaviour, *extra], "title": f"scripted {behaviour}"}
 
 
+def hostile(tmp_path: Any, *extra: str, **entry: Any) -> dict[str, Any]:
+    """An agent entry running the scriptable hostile agent (``jupyter_acp.testing.hostile``), which reports every
+    message it got to ``tmp_path/report.jsonl`` (read with the ``report`` fixture)."""
+    args = ["-m", "jupyter_acp.testing.hostile", *extra, "--report", str(tmp_path / "report.jsonl")]
+    return {"command": sys.executable, "args": args, "title": "hostile", **entry}
+
+
+@pytest.fixture
+def report(tmp_path) -> Any:
+    """What the hostile agent of ``hostile(tmp_path)`` reported so far: a function answering its JSON lines."""
+    path = tmp_path / "report.jsonl"
+
+    def read() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    return read
+
+
 @pytest.fixture
 def acp_agents() -> dict[str, Any]:
     """Override in a test module to configure more agents."""

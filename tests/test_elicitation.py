@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from .conftest import message_text
+from .conftest import hostile, message_text
 from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
-
-HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
 
 SCHEMA = {
     "type": "object",
@@ -34,17 +31,7 @@ SCHEMA = {
 
 @pytest.fixture
 def acp_agents(tmp_path):
-    return {"hostile": {**HOSTILE, "args": [*HOSTILE["args"], "--report", str(tmp_path / "report.jsonl")]}}
-
-
-@pytest.fixture
-def report(tmp_path):
-    path = tmp_path / "report.jsonl"
-
-    def read() -> list[dict[str, Any]]:
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    return read
+    return {"hostile": hostile(tmp_path)}
 
 
 def form(message: str = "Choose a strategy", schema: dict[str, Any] | None = None) -> dict[str, Any]:

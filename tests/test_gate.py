@@ -10,16 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 from typing import Any
 
 import nbformat
 import pytest
 
-from .conftest import message_text
-
-HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
+from .conftest import hostile, message_text
 
 
 # -- a fake home as the server root --------------------------------------------------------------------
@@ -51,23 +48,7 @@ def jp_config_dir(jp_home_dir):
 
 @pytest.fixture
 def acp_agents(tmp_path):
-    return {
-        "hostile": {
-            **HOSTILE,
-            "args": [*HOSTILE["args"], "--report", str(tmp_path / "report.jsonl")],
-            "tool_channel": "both",
-        },
-    }
-
-
-@pytest.fixture
-def report(tmp_path):
-    path = tmp_path / "report.jsonl"
-
-    def read() -> list[dict[str, Any]]:
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    return read
+    return {"hostile": hostile(tmp_path, tool_channel="both")}
 
 
 @pytest.fixture

@@ -9,24 +9,19 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
-HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
+from .conftest import hostile
+
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a") + b"\0" * 32).decode()
 
 
 @pytest.fixture
 def acp_agents(tmp_path):
-    return {
-        "hostile": {
-            **HOSTILE,
-            "args": [*HOSTILE["args"], "--plain-prompts", "--report", str(tmp_path / "report.jsonl")],
-        }
-    }
+    return {"hostile": hostile(tmp_path, "--plain-prompts")}
 
 
 def prompts(tmp_path) -> list[dict[str, Any]]:

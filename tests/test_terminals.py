@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from .conftest import message_text, process_alive
+from .conftest import hostile, message_text, process_alive
 from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
 
-HOSTILE = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.hostile"], "title": "hostile"}
 WITH_TERMINALS = {"jpserver_extensions": {"jupyter_acp": True, "jupyter_server_terminals": True}}
 
 
@@ -40,17 +39,7 @@ def jp_server_config(jp_server_config, tool_policies):
 
 @pytest.fixture
 def acp_agents(tmp_path):
-    return {"hostile": {**HOSTILE, "args": [*HOSTILE["args"], "--report", str(tmp_path / "report.jsonl")]}}
-
-
-@pytest.fixture
-def report(tmp_path):
-    path = tmp_path / "report.jsonl"
-
-    def read() -> list[dict[str, Any]]:
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    return read
+    return {"hostile": hostile(tmp_path)}
 
 
 @pytest.fixture
