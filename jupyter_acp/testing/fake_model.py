@@ -40,7 +40,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Self
 
 _ids = itertools.count(1)
 
@@ -257,14 +257,18 @@ class FakeModel:
 
         return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
 
-    async def start(self) -> FakeModel:
+    def _add_routes(self, app: Any) -> None:
+        """The wire format's routes (the provider servers of ``fake_providers`` serve others)."""
+        for prefix in ("/v1", ""):
+            app.router.add_post(prefix + "/chat/completions", self._completions)
+            app.router.add_get(prefix + "/models", self._models)
+
+    async def start(self) -> Self:
         """Start serving in the running event loop."""
         from aiohttp import web
 
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        for prefix in ("/v1", ""):
-            app.router.add_post(prefix + "/chat/completions", self._completions)
-            app.router.add_get(prefix + "/models", self._models)
+        self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

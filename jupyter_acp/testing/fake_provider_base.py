@@ -63,11 +63,7 @@ class _ProviderModel(FakeModel):
         self.paths.append(f"{request.method} {request.path_qs}")
         return web.json_response({"error": {"message": f"not served: {request.path}", "type": "not_found"}}, status=404)
 
-    async def start(self) -> _ProviderModel:
-        from aiohttp import web
-
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-
+    def _add_routes(self, app: Any) -> None:
         def recorded(handler: Any) -> Any:
             async def run(request: Any) -> Any:
                 self.paths.append(f"{request.method} {request.path_qs}")
@@ -78,12 +74,6 @@ class _ProviderModel(FakeModel):
         for method, path, name in self.routes:
             app.router.add_route(method, path, recorded(getattr(self, name)))
         app.router.add_route("*", "/{tail:.*}", self._unknown)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
 
     async def _json_body(self, request: Any) -> tuple[dict[str, Any] | None, Any]:
         from aiohttp import web
