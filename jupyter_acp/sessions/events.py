@@ -18,7 +18,6 @@ log = logging.getLogger(__name__)
 JOINABLE = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 #: a joined chunk's text stays under this (characters), far below the store's per-event cap
 JOIN_LIMIT = 32 * 1024
-_MISSING = object()
 #: seconds an event of a running turn waits for company before it is stored and sent: a turn's events of one
 #: burst (turn_started, the answer, turn_ended of a quick agent; a stream's chunks) leave as one frame and one
 #: commit; an event said outside a turn (turn_ended among them) leaves at the next loop tick
@@ -29,16 +28,19 @@ STREAM_WAIT = 0.005
 
 
 def _text_chunk(update: Any) -> str | None:
-    """The text of a plain text chunk (nothing but ``sessionUpdate``, ``content`` and maybe ``messageId``)."""
-    if not isinstance(update, dict) or update.get("sessionUpdate") not in JOINABLE:
+    """The text of a plain text chunk (nothing but ``sessionUpdate``, ``content`` and maybe ``messageId``).
+
+    Asked once per streamed token: plain lookups, no set built per call."""
+    if type(update) is not dict or update.get("sessionUpdate") not in JOINABLE:
         return None
-    if not update.keys() <= {"sessionUpdate", "content", "messageId"}:
+    size = len(update)
+    if size > 3 or "content" not in update or (size == 3 and "messageId" not in update):
         return None
-    content = update.get("content")
-    if not isinstance(content, dict) or content.keys() != {"type", "text"} or content["type"] != "text":
+    content = update["content"]
+    if type(content) is not dict or len(content) != 2 or content.get("type") != "text":
         return None
-    text = content["text"]
-    return text if isinstance(text, str) else None
+    text = content.get("text")
+    return text if type(text) is str else None
 
 
 class EventLog:
@@ -81,23 +83,12 @@ class EventLog:
 
     @staticmethod
     def _join(session: NotebookSession, update: dict[str, Any]) -> bool:
-        """Join a text chunk to the last event (a text chunk: same keys, kind and message).
-
-        Once per streamed token, so lean: the last event's keys are ``sessionUpdate`` and ``content`` and maybe
-        ``messageId`` (``_text_chunk``), so equal sizes, an equal kind, a two-key text content and (with three keys)
-        an equal ``messageId`` mean equal keys.
-        """
+        """Join a text chunk to the last event, a text chunk of the same kind and message."""
+        text = _text_chunk(update)
+        if text is None or session.merged_chars + len(text) > JOIN_LIMIT:
+            return False
         last = session.outbox[-1]["update"]
-        size = len(update)
-        if size != len(last) or update.get("sessionUpdate") != last["sessionUpdate"]:
-            return False
-        content = update.get("content")
-        if type(content) is not dict or len(content) != 2 or content.get("type") != "text":
-            return False
-        text = content.get("text")
-        if type(text) is not str or session.merged_chars + len(text) > JOIN_LIMIT:
-            return False
-        if size == 3 and update.get("messageId", _MISSING) != last["messageId"]:
+        if update["sessionUpdate"] != last["sessionUpdate"] or update.get("messageId") != last.get("messageId"):
             return False
         session.merging.append(text)  # type: ignore[union-attr]
         session.merged_chars += len(text)
