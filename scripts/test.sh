@@ -10,6 +10,13 @@ if [ "${1:-}" = "--fast" ]; then
   fast=1
   shift
 fi
+# pip writes the labextension through a link left by `jupyter labextension develop`: into a checkout that may be
+# gone (pip fails) or into this one's sources (the next build fails on a second install.json). Install a copy.
+ext="$(python -c 'import sys; print(sys.prefix)')/share/jupyter/labextensions/jupyter-acp-host"
+if [ -L "$ext" ]; then
+  echo "replacing the labextension link $ext -> $(readlink "$ext") with an installed copy" >&2
+  rm "$ext"
+fi
 python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 if [ "$fast" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
