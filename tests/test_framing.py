@@ -70,3 +70,46 @@ async def test_any_block_boundaries_give_the_same_messages(seed):
     await asyncio.wait_for(conn.wait_closed(), 10)
     assert handler.got == expected
     assert sum("over the 800-byte frame limit" in b for b in bad) == oversized, bad
+
+
+class _Recorder(_Writer):
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def write(self, data: bytes) -> None:
+        self.sent.extend(json.loads(line) for line in data.splitlines())
+
+
+async def test_a_request_is_on_the_pipe_when_started_and_forgotten_however_it_ends():
+    """``start_request`` writes at once (a turn's prompt reaches the agent before the server answers its client);
+    the pending entry goes whether the answer comes, the wait times out or the caller gives up; an answer that
+    comes too late is reported as such, not as one to a request never sent."""
+    reader, writer, bad = asyncio.StreamReader(), _Recorder(), []
+    conn = JsonRpcConnection(reader, writer, _Handler(), on_bad_frame=bad.append)  # type: ignore[arg-type]
+    conn.start()
+
+    def answer(req_id: int, result: Any) -> None:
+        reader.feed_data(json.dumps({"jsonrpc": "2.0", "id": req_id, "result": result}).encode() + b"\n")
+
+    fut = conn.start_request("session/prompt", {"n": 1})
+    assert writer.sent[-1]["method"] == "session/prompt"  # written before any await
+    answer(writer.sent[-1]["id"], {"stopReason": "end_turn"})
+    assert await fut == {"stopReason": "end_turn"}
+
+    with pytest.raises(TimeoutError):
+        await conn.request("slow", None, timeout=0.01)
+    late = writer.sent[-1]["id"]
+    given_up = asyncio.ensure_future(conn.request("abandoned"))
+    await asyncio.sleep(0)
+    given_up.cancel()
+    await asyncio.sleep(0)
+    assert conn._pending == {}  # answered, timed out and cancelled: none kept
+    answer(late, None)
+    answer(99, None)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert bad == [
+        f"ignored a response to request id {late}, which was no longer awaited (it timed out or was given up)",
+        "ignored a response to request id 99, which was never sent",
+    ]
+    conn.close()

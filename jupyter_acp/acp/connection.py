@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._version import __version__
@@ -295,10 +295,26 @@ class AgentConnection:
     async def request(self, method: str, params: Any, *, timeout: float | None = None) -> Any:
         if self.rpc is None or self.rpc.closed:
             raise AgentError(self.last_error or f"agent {self.name!r} is not running")
+        return await self.answer(self.rpc.request(method, params, timeout=timeout))
+
+    def start_request(self, method: str, params: Any) -> asyncio.Future[Any]:
+        """Write a request now (a turn's prompt reaches the agent before the server answers its client); await
+        its answer with ``answer``."""
+        if self.rpc is None or self.rpc.closed:
+            raise AgentError(self.last_error or f"agent {self.name!r} is not running")
         try:
-            return await self.rpc.request(method, params, timeout=timeout)
+            return self.rpc.start_request(method, params)
+        except ConnectionClosed as exc:
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)  # said as ``answer`` says it: with how the agent exited
+            return failed
+
+    async def answer(self, pending: Awaitable[Any]) -> Any:
+        """A request's answer, its failures said for the user: how the agent exited, or how to log in."""
+        try:
+            return await pending
         except ConnectionClosed:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the exit status arrives just after the pipe closes
             raise AgentError(self.describe_exit()) from None
         except RpcError as exc:
             if exc.code == AUTH_REQUIRED:

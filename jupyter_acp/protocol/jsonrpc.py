@@ -88,6 +88,7 @@ class JsonRpcConnection:
         self._on_traffic = on_traffic
         self._name = name
         self._ids = itertools.count()
+        self._last_id = -1
         self._pending: dict[Any, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reader_task: asyncio.Task[None] | None = None
@@ -133,22 +134,29 @@ class JsonRpcConnection:
             raise ConnectionClosed(self.close_reason or "connection closed")
         self._writer.write(codec.dumps_line(message))
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send a request and await its result; a JSON-RPC error raises ``RpcError``."""
-        req_id = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[req_id] = fut
+    def start_request(self, method: str, params: Any = None) -> asyncio.Future[Any]:
+        """Write a request now and return the future of its answer (``request`` awaits it).
+
+        For a caller with other work before the answer matters: a turn's prompt is on the agent's pipe before the
+        server answers its own client. Not drained here: the writes are small and ``request`` drains.
+        """
+        req_id = self._last_id = next(self._ids)
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
         if params is not None:
             msg["params"] = params
-        try:
-            self._send(msg)
-            await self._drain()
-            if timeout is None:
-                return await fut
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self._pending.pop(req_id, None)
+        self._send(msg)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        fut.add_done_callback(lambda _: self._pending.pop(req_id, None))  # answered, failed, cancelled or timed out
+        return fut
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
+        """Send a request and await its result; a JSON-RPC error raises ``RpcError``."""
+        fut = self.start_request(method, params)
+        await self._drain()
+        if timeout is None:
+            return await fut
+        return await asyncio.wait_for(fut, timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -252,7 +260,10 @@ class JsonRpcConnection:
         if "id" in msg and ("result" in msg or "error" in msg):
             fut = self._pending.get(msg["id"])
             if fut is None:
-                self._on_bad_frame(f"ignored a response to request id {msg['id']!r}, which was never sent")
+                rid = msg["id"]
+                late = type(rid) is int and 0 <= rid <= self._last_id
+                why = "no longer awaited (it timed out or was given up)" if late else "never sent"
+                self._on_bad_frame(f"ignored a response to request id {rid!r}, which was {why}")
                 return
             if fut.done():
                 return

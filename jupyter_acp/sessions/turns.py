@@ -43,6 +43,7 @@ class Turns:
         session.last_used = time.monotonic()
         self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks)
         turn.task = self._spawn(self._run_turn(session, turn, blocks))
+        await asyncio.sleep(0)  # the turn's first step: a ready agent has the prompt before the client its answer
         return turn.id
 
     def _slots(self, agent: str) -> asyncio.Semaphore:
@@ -99,9 +100,7 @@ class Turns:
             else:
                 session.primed = True
             turn.touch()
-            request = asyncio.ensure_future(
-                conn.request("session/prompt", {"sessionId": session.acp_session_id, "prompt": blocks})
-            )
+            request = conn.start_request("session/prompt", {"sessionId": session.acp_session_id, "prompt": blocks})
             result = await self._watch_turn(session, turn, conn, request)
             stop = result.get("stopReason", "end_turn") if isinstance(result, dict) else "end_turn"
             outcome = {"stop_reason": "cancelled" if turn.cancelled and stop == "end_turn" else stop}
@@ -138,11 +137,13 @@ class Turns:
         self, session: NotebookSession, turn: Turn, conn: AgentConnection, request: asyncio.Future[Any]
     ) -> Any:
         """Await the prompt's answer; end a turn whose agent goes silent for too long."""
+        # a cancelled turn ends before its answer: a pipe closing later fails the request with no one to hear it
+        request.add_done_callback(_heard)
         idle = self.app.turn_idle_timeout
         while True:
             done, _ = await asyncio.wait({request}, timeout=min(1.0, idle))
             if done:
-                return request.result()
+                return await conn.answer(request)
             if session.pending_permissions or turn.serving:
                 turn.touch()  # waiting on the user, or on our own tool: not the agent hanging
                 continue
@@ -152,7 +153,7 @@ class Turns:
             await conn.notify("session/cancel", {"sessionId": session.acp_session_id})
             done, _ = await asyncio.wait({request}, timeout=self.app.cancel_grace)
             if done:
-                return request.result()
+                return await conn.answer(request)
             request.cancel()
             hung = conn.last_traffic <= silent_since
             if hung:  # not a byte from the agent, for any session, since this turn went quiet
@@ -268,6 +269,12 @@ class Turns:
 
 #: content block types an agent takes only when its ``promptCapabilities`` says so (text and resource links always)
 CAPABILITY_OF = {"image": "image", "audio": "audio"}
+
+
+def _heard(request: asyncio.Future[Any]) -> None:
+    """Mark a request's failure as seen (asyncio logs an unseen one), whether or not a turn still awaits it."""
+    if not request.cancelled():
+        request.exception()
 
 
 def unsupported_content(agent: str, init_result: dict[str, Any], blocks: list[dict[str, Any]]) -> str | None:
