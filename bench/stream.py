@@ -10,7 +10,9 @@ chunk, and the ratios (goal: >= 0.8x throughput at 10,000 chunks, < 5 ms first-c
 Warm turns (``--warm N``, 0 to skip): a one-chunk agent, N prompts back to back, each until ``turn_ended`` on the
 session's WebSocket, the prompt sent two ways: ``POST .../prompt`` (the HTTP route) and a ``prompt`` op frame on
 the already-open socket; the floor is the same agent driven directly over its pipe. "Of which" is a ``cancel`` op
-with no turn running on the same socket: the WebSocket round trip itself (client, server, auth, parse, answer).
+with no turn running on the same socket: the WebSocket round trip itself (client, server, auth, parse, answer);
+"a store flush" is a one-chunk turn's three events stored in a transcript store of its own (decision 6: stored
+before sent). Their sum with the floor is what a turn through any server that stores before it sends costs at least.
 
 ``--profile FILE``: py-spy samples the server while it streams and runs the warm turns (collapsed stacks,
 ``--format raw``, into FILE).
@@ -167,6 +169,38 @@ async def bare_ops(server: ServerProcess, sid: str, n: int) -> list[float]:
     return out
 
 
+def store_flushes(n: int) -> list[float]:
+    """Seconds per flush of a one-chunk turn's three events (``turn_started``, the chunk, ``turn_ended``) into the
+    real transcript store, encoding included: what storing every event before it is sent (decision 6) costs a
+    warm turn at least, measured apart from the server."""
+    from jupyter_acp.sessions.model import encode
+    from jupyter_acp.sessions.store import TranscriptStore
+
+    folder = tempfile.mkdtemp(prefix="bench-store-")
+    store = TranscriptStore(os.path.join(folder, "t.sqlite"))
+    store.open()
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    out, seq = [], 0
+    try:
+        for i in range(n + 1):
+            events = []
+            for type_, data in (
+                ("turn_started", {"turn_id": "t", "prompt": [{"type": "text", "text": "hi"}]}),
+                ("session_update", {"update": chunk}),
+                ("turn_ended", {"turn_id": "t", "stop_reason": "end_turn", "tool_calls_served": 0}),
+            ):
+                seq += 1
+                events.append({"seq": seq, "type": type_, "ts": time.time(), **data})
+            t0 = time.perf_counter()
+            store.append_many("bench", events, [encode(e) for e in events])
+            store.commit()
+            if i:
+                out.append(time.perf_counter() - t0)
+    finally:
+        store.close()
+    return out
+
+
 async def through_server(server: ServerProcess, sid: str, chunks: int, via: str = "socket") -> tuple[float, float]:
     """(seconds to the first chunk, seconds to turn_ended) from the prompt (``via`` "http": POSTed; "socket": an
     op on the session's WebSocket, as the panel sends it) to the events on the WebSocket."""
@@ -222,7 +256,7 @@ async def main_async(args: argparse.Namespace) -> None:
     }
     server = ServerProcess(tmp / "root", tmp / "data", agents=agents, extra_args=args.server_arg)
     server.start()
-    warm: dict[str, list[float]] = {"direct": [], "http": [], "socket": [], "bare": []}
+    warm: dict[str, list[float]] = {"direct": [], "http": [], "socket": [], "bare": [], "store": []}
     try:
         sid = server.open_session("nb.ipynb", "stream")["id"]
         await through_server(server, sid, args.chunks)  # warm-up (server.turn reads one page: not to the end)
@@ -248,6 +282,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 warm["http"] += await warm_through_server(server, wid, args.warm, "http")
                 warm["socket"] += await warm_through_server(server, wid, args.warm, "socket")
                 warm["bare"] += await bare_ops(server, wid, args.warm)
+                warm["store"] += store_flushes(args.warm)
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
@@ -276,6 +311,7 @@ async def main_async(args: argparse.Namespace) -> None:
             ("http", "warm turn, HTTP prompt"),
             ("socket", "warm turn, socket op"),
             ("bare", "of which: a bare op (cancel)"),
+            ("store", "and a store flush"),
         ):
             q = statistics.quantiles(warm[name], n=4)
             cpu = f", server CPU {med(WARM_CPU[name]) * 1000:.2f} ms/prompt" if name in WARM_CPU else ""
@@ -283,6 +319,12 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"{label:26} {med(warm[name]) * 1000:10.2f} ms  ({med(warm[name]) / floor:5.1f}x the floor; "
                 f"quartiles {q[0] * 1000:.2f}-{q[2] * 1000:.2f} ms, {len(warm[name])} prompts{cpu})"
             )
+        # what no server can skip: the agent's round trip, the socket's and the store's flush (stored before sent)
+        least = floor + med(warm["bare"]) + med(warm["store"])
+        print(
+            f"{'floor + bare op + flush':26} {least * 1000:10.2f} ms  ({least / floor:5.1f}x the floor): "
+            f"the socket op is {med(warm['socket']) / least:.2f}x this"
+        )
 
 
 def main() -> None:
