@@ -43,7 +43,8 @@ class Turns:
         session.last_used = time.monotonic()
         self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks)
         turn.task = self._spawn(self._run_turn(session, turn, blocks))
-        await asyncio.sleep(0)  # the turn's first step: a ready agent has the prompt before the client its answer
+        # the turn takes its first step now: a ready agent gets the prompt before our client gets its answer
+        await asyncio.sleep(0)
         return turn.id
 
     def _slots(self, agent: str) -> asyncio.Semaphore:
