@@ -16,7 +16,6 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -87,8 +86,7 @@ class JsonRpcConnection:
         self._on_bad_frame = on_bad_frame or (lambda text: log.warning("%s: %s", name, text))
         self._on_traffic = on_traffic
         self._name = name
-        self._ids = itertools.count()
-        self._last_id = -1
+        self._next_id = 0  # ids below it were sent: a response to one no longer awaited is late, not unknown
         self._pending: dict[Any, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reader_task: asyncio.Task[None] | None = None
@@ -140,7 +138,8 @@ class JsonRpcConnection:
         For a caller with other work before the answer matters: a turn's prompt is on the agent's pipe before the
         server answers its own client. Not drained here: the writes are small and ``request`` drains.
         """
-        req_id = self._last_id = next(self._ids)
+        req_id = self._next_id
+        self._next_id += 1
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
         if params is not None:
             msg["params"] = params
@@ -261,7 +260,7 @@ class JsonRpcConnection:
             fut = self._pending.get(msg["id"])
             if fut is None:
                 rid = msg["id"]
-                late = type(rid) is int and 0 <= rid <= self._last_id
+                late = type(rid) is int and 0 <= rid < self._next_id
                 why = "no longer awaited (it timed out or was given up)" if late else "never sent"
                 self._on_bad_frame(f"ignored a response to request id {rid!r}, which was {why}")
                 return

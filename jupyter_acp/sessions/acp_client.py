@@ -59,7 +59,7 @@ class ClientEndpoint:
                     self.hub.gate.note_tool_call(session, update)
             self.hub.emit_update(session, update)
             if kind == "current_mode_update" or kind == "config_option_update":
-                self._track_session_state(session, update)
+                self._track_session_state(session, kind, update)
             return
         if method == ELICITATION_COMPLETE:
             self.hub.complete_elicitation((self.conn.name, self.conn.generation), params)
@@ -69,8 +69,7 @@ class ClientEndpoint:
             return
         log.debug("notification %s ignored", method)
 
-    def _track_session_state(self, session: NotebookSession, update: dict[str, Any]) -> None:
-        kind = update.get("sessionUpdate")
+    def _track_session_state(self, session: NotebookSession, kind: str, update: dict[str, Any]) -> None:
         if kind == "current_mode_update" and session.modes is not None:
             mode = update.get("currentModeId") or update.get("modeId")
             if mode:

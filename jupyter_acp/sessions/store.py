@@ -1,10 +1,8 @@
 """Transcript store: every event of every notebook session, in SQLite, before it is sent out.
 
-Writes are synchronous (SQLite in WAL mode answers in microseconds) and committed once per
-flush of the hub's event log (a burst; every 5 ms while a stream goes on), so 10,000 chunks cost a handful of
-commits.  A failing
-disk never stops a turn: errors are returned to the hub, which tells the user and keeps serving
-from memory.
+Writes are synchronous (SQLite in WAL mode answers in microseconds) and committed once per flush of the hub's
+event log (a burst; every 5 ms while a stream goes on), so 10,000 chunks cost a handful of commits.  A failing
+disk never stops a turn: errors are returned to the hub, which tells the user and keeps serving from memory.
 
 The store is private: its folder is 0700 and its files (the database and SQLite's ``-wal`` and
 ``-shm``) 0600; a store found looser is repaired and the log says so.  It is bounded: one event's
