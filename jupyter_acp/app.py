@@ -22,7 +22,7 @@ from traitlets import Bool, Dict, Float, Integer, Unicode, default
 
 from ._version import __version__
 from .http import kernel_routes
-from .http.base import image_bytes
+from .http.images import image_bytes
 from .http.user_routes import handlers
 from .start import Background, StartupError, gated
 

@@ -33,8 +33,7 @@ from ..agents import litellm_catalog
 from ..agents.catalog import KNOWN_AGENTS, detected_agents
 from ..agents.credentials import SettingsError
 from ..protocol.kernel_link import AUTH_RESOURCE
-from .base import AuthenticateBody, EnableBody, SettingsBody, parse_body
-from .user_routes import BaseHandler
+from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, parse_body
 
 if TYPE_CHECKING:  # pydantic stays off the server's start
     from ..agents.catalog import AgentSpec

@@ -1,4 +1,5 @@
-"""What both sets of routes share: the request models, one way to parse a body, one HubError translation.
+"""What the routes share: the request models, one way to parse a body, one HubError translation, the route
+patterns, and the user routes' handler (``BaseHandler``) that every module of user routes builds on.
 
 The user routes (``user_routes.py``: a logged-in user, the Authorizer) and the kernel routes (``kernel_routes.py``:
 a kernel's own token) validate prompts alike and answer the hub's refusals alike.
@@ -8,12 +9,17 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.model import HubError
+
+if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
+    from ..sessions.hub import NotebookSession, SessionHub
 
 
 # -- request bodies ------------------------------------------------------------------------------
@@ -61,32 +67,6 @@ else:
     CurrentAgentBody = LazyBody("CurrentAgentBody")
 
 
-#: the image types a prompt may carry (what browsers paste and models take)
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-
-
-def check_image_block(block: dict[str, Any], n: int = 1) -> None:
-    """An ACP image block: one of ``IMAGE_TYPES``, its ``data`` base64 (a ValueError says which rule failed)."""
-    mime, data = block.get("mimeType"), block.get("data")
-    if mime not in IMAGE_TYPES:
-        raise ValueError(
-            f"block {n}: image type {str(mime)[:60]!r} is not accepted; send one of {', '.join(IMAGE_TYPES)}"
-        )
-    if not isinstance(data, str) or not data or len(data) % 4 or not _BASE64.match(data):
-        raise ValueError(f"block {n}: an image's 'data' must be base64 (no data: URL prefix, no line breaks)")
-    if set(block) - {"type", "mimeType", "data", "uri", "annotations", "_meta"}:
-        raise ValueError(f"block {n}: an image block has type, mimeType, data and optionally uri, annotations")
-
-
-def image_bytes(block: dict[str, Any]) -> int:
-    """Decoded size of an image block's base64 data."""
-    data = block.get("data")
-    if not isinstance(data, str):
-        return 0
-    return len(data) * 3 // 4 - (2 if data.endswith("==") else 1 if data.endswith("=") else 0)
-
-
 def parse_body(raw: bytes | None, model: Any) -> Any:
     """A request body as ``model`` (a pydantic model or a ``LazyBody``), or a 400 that says which field is wrong and why."""
     from pydantic import ValidationError  # imported by then (the background build, or the model itself)
@@ -119,3 +99,49 @@ def hub_errors(method: Any) -> Any:
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
     return wrapper
+
+
+#: a notebook session id in a route
+SESSION_ID = r"(?P<session_id>[0-9a-f]{32})"
+#: a permission request id (in a route and in a WebSocket permission op)
+REQUEST_ID_CHARS = r"[0-9a-zA-Z_-]{1,64}"
+REQUEST_ID = rf"(?P<request_id>{REQUEST_ID_CHARS})"
+
+
+# -- the user routes' handler ----------------------------------------------------------------------------------------
+class BaseHandler(ExtensionHandlerMixin, APIHandler):
+    if TYPE_CHECKING:  # pragma: no cover
+        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
+        @property
+        def extensionapp(self) -> Any: ...
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def hub(self) -> SessionHub:
+        return self.extensionapp.hub
+
+    def parse(self, model: Any) -> Any:  # a pydantic model or a base.LazyBody
+        return parse_body(self.request.body, model)
+
+    def session(self, session_id: str) -> NotebookSession:
+        try:
+            return self.hub.get(session_id)
+        except HubError as exc:
+            raise http_error(exc) from None
+
+    async def described(self, session: NotebookSession) -> dict[str, Any]:
+        """A session as the API shows it, with the notebook's current kernel looked up now."""
+        return {**self.hub.describe(session), "kernel_id": await self.hub.kernel_id_for(session.notebook)}
+
+    def send(self, payload: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(payload))
+
+
+def current_only(handler: web.RequestHandler) -> bool:
+    """``?conversation=current``: the current conversation's events only (anything else is refused)."""
+    which = handler.get_query_argument("conversation", None)
+    if which not in (None, "current"):
+        raise web.HTTPError(400, "conversation is 'current' here; an earlier one is read at conversations/{id}/events")
+    return which == "current"

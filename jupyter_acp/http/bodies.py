@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import check_image_block
+from .images import check_image_block
 
 
 # -- user and kernel routes (base.py) --------------------------------------------------------------

@@ -13,8 +13,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import hub_errors
-from .user_routes import SESSION_ID, BaseHandler
+from .base import SESSION_ID, BaseHandler, hub_errors
 
 #: a conversation id: ours (hex), or one of the agent's own past sessions (``agent:`` and its session id, quoted);
 #: any other is matched too, so that the Authorizer answers first and the hub then says it is unknown (404)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import CurrentAgentBody, hub_errors
-from .user_routes import BaseHandler
+from .base import BaseHandler, CurrentAgentBody, hub_errors
 
 
 class CurrentAgentHandler(BaseHandler):

@@ -14,8 +14,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import hub_errors
-from .user_routes import SESSION_ID, BaseHandler
+from .base import SESSION_ID, BaseHandler, hub_errors
 
 #: an elicitation id (128-bit hex; any short id is matched so the hub answers 404, not the router)
 ELICITATION_ID = r"(?P<eid>[0-9a-zA-Z_-]{1,64})"

@@ -18,9 +18,8 @@ from tornado import web
 from ..protocol.kernel_link import ENV_TOKEN, HEADER, KERNEL_HEADER, MAX_WAIT
 from ..sessions.context import cells_above_block
 from ..sessions.model import HubError
-from .base import KernelPromptBody, http_error, parse_body
+from .base import REQUEST_ID, SESSION_ID, KernelPromptBody, http_error, parse_body
 from .kernel_link import kernel_token, start, stop  # noqa: F401 - the app starts and stops the link here
-from .user_routes import REQUEST_ID, SESSION_ID
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
     from ..sessions.hub import NotebookSession, SessionHub

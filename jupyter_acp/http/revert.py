@@ -8,7 +8,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .user_routes import BaseHandler
+from .base import BaseHandler
 
 
 def _changes(n: int) -> str:

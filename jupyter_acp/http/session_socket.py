@@ -21,8 +21,7 @@ from ..protocol import codec
 from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.model import HubError, encode
 from ..sessions.store_cap import cap_event
-from .base import PermissionBody, PromptBody, http_error
-from .user_routes import REQUEST_ID_CHARS, current_only
+from .base import REQUEST_ID_CHARS, PermissionBody, PromptBody, current_only, http_error
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
     from ..sessions.hub import NotebookSession, SessionHub

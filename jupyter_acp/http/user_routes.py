@@ -6,71 +6,29 @@ Every handler is authenticated and authorized through jupyter_server (``auth_res
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
-from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from ..protocol.kernel_link import AUTH_RESOURCE
-from ..sessions.model import HubError
 from .base import (
+    REQUEST_ID,
+    SESSION_ID,
+    BaseHandler,
     ConfigBody,
     ModeBody,
     OpenSessionBody,
     PermissionBody,
     PromptBody,
-    http_error,
+    current_only,
     hub_errors,
-    parse_body,
 )
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
-    from ..sessions.hub import NotebookSession, SessionHub
+    pass
 
 log = logging.getLogger(__name__)
-
-
-# -- base ----------------------------------------------------------------------------------------
-class BaseHandler(ExtensionHandlerMixin, APIHandler):
-    if TYPE_CHECKING:  # pragma: no cover
-        # the app (JupyterACP), typed loosely: http/ never imports the app, not even for types
-        @property
-        def extensionapp(self) -> Any: ...
-
-    auth_resource = AUTH_RESOURCE
-
-    @property
-    def hub(self) -> SessionHub:
-        return self.extensionapp.hub
-
-    def parse(self, model: Any) -> Any:  # a pydantic model or a base.LazyBody
-        return parse_body(self.request.body, model)
-
-    def session(self, session_id: str) -> NotebookSession:
-        try:
-            return self.hub.get(session_id)
-        except HubError as exc:
-            raise http_error(exc) from None
-
-    async def described(self, session: NotebookSession) -> dict[str, Any]:
-        """A session as the API shows it, with the notebook's current kernel looked up now."""
-        return {**self.hub.describe(session), "kernel_id": await self.hub.kernel_id_for(session.notebook)}
-
-    def send(self, payload: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.finish(json.dumps(payload))
-
-
-def current_only(handler: web.RequestHandler) -> bool:
-    """``?conversation=current``: the current conversation's events only (anything else is refused)."""
-    which = handler.get_query_argument("conversation", None)
-    if which not in (None, "current"):
-        raise web.HTTPError(400, "conversation is 'current' here; an earlier one is read at conversations/{id}/events")
-    return which == "current"
 
 
 # -- routes --------------------------------------------------------------------------------------
@@ -215,13 +173,6 @@ class EventsHandler(BaseHandler):
         if limit_n is not None and limit_n < 1:
             raise web.HTTPError(400, "limit is at least 1")
         self.send(self.hub.events(session, after, limit_n, before=before, current=current_only(self)))
-
-
-#: a notebook session id in a route
-SESSION_ID = r"(?P<session_id>[0-9a-f]{32})"
-#: a permission request id (in a route and in a WebSocket permission op)
-REQUEST_ID_CHARS = r"[0-9a-zA-Z_-]{1,64}"
-REQUEST_ID = rf"(?P<request_id>{REQUEST_ID_CHARS})"
 
 
 def handlers() -> list[tuple[str, type]]:
