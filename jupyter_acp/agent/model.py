@@ -11,14 +11,35 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .images import image_parts, result_images, text_only, user_message, without_image_data
+from .state import LitellmLoader, Session, Turn
 from .tools import Tool, ToolResult, cap_value, plan_entries
 from .usage import session_vision, usage_update
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server import BuiltinAgent, Session, Turn
+    import argparse
+
+    from ..protocol.jsonrpc import JsonRpcConnection
+    from .history import HistoryStore
+
+
+class BuiltinAgent(Protocol):
+    """What a model turn asks of ``server.BuiltinAgent``, which runs it (named here, not imported: the server
+    imports this module when the first model turn starts)."""
+
+    args: argparse.Namespace
+    conn: JsonRpcConnection
+    store: HistoryStore
+    litellm: LitellmLoader
+
+    async def send_update(self, sess: Session, update: dict[str, Any], turn: Turn | None = None) -> None: ...
+
+    async def say(self, sess: Session, kind: str, text: str, turn: Turn | None = None) -> None: ...
+
+    def _save_meta(self, sess: Session) -> None: ...
+
 
 log = logging.getLogger("jupyter_acp.agent.model")
 

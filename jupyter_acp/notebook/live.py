@@ -8,12 +8,24 @@ with the agent's origin, tracked by ``access.NotebookAccess`` for revert); the R
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .document import Notebook, NotebookError
 
-if TYPE_CHECKING:
-    from .access import NotebookAccess
+
+class Tracker(Protocol):
+    """What the live backend asks of ``access.NotebookAccess``, which builds it (named here, not imported: the
+    access module imports this one)."""
+
+    def cached_cells(self, doc: Any) -> list[dict[str, Any]]: ...
+
+    def track(
+        self, doc: Any, origin: str, cell_id: str | None = None, ycell: Any = None, kind: str = "other"
+    ) -> None: ...
+
+    def landed(self, origin: str, cell_id: str, source: str) -> None: ...
+
+    def untrack_cells(self, origin: str, cell_ids: list[str]) -> None: ...
 
 
 class LiveNotebook(Notebook):
@@ -22,7 +34,7 @@ class LiveNotebook(Notebook):
     kind = "live"
     supports_revert = True
 
-    def __init__(self, path: str, doc: Any, access: NotebookAccess) -> None:
+    def __init__(self, path: str, doc: Any, access: Tracker) -> None:
         super().__init__(path)
         self.doc = doc
         self.access = access
