@@ -7,7 +7,8 @@ agent would) and times, on one keep-alive connection, ``tools/call client_notebo
 notebook of ``--cells`` cells and a bare ``ping`` (the floor: same listener, same auth, no tool).
 Then ``--sessions`` sessions (their notebooks opened once beforehand) call at once and the p95 is
 compared with the idle p95.
-Goals: call within 1.5x of the floor plus the tool's own time; p95 under load within 5x of idle (issue 16).
+Goals: call within 1.5x of the floor plus the tool's own time; p95 under load within 5x of idle (a
+tool call the model waits for must not queue behind other notebooks' work).
 
 What "at once" means here: each session's turn runs its calls back to back (a closed loop, no think
 time) in the scripted agent's ``asyncio.to_thread``, whose default pool has ``min(32, cores + 4)``

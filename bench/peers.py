@@ -3,8 +3,9 @@
     python bench/peers.py [--repeat 5] [--warm 30] [--idle 5] [--venv DIR] [--venv-rtc DIR]
                           [--paths floor,ours,jai-rest,jai-chat[,jai-ychat]]
 
-Issue 16 compared the first answer, warm turns and memory with Jupyter AI 3.2 (jupyter-ai-acp-client 0.3.3);
-this keeps that comparison true as both move. Jupyter AI is installed (pinned versions) into a throwaway virtual
+The first answer, warm turns and memory, compared with Jupyter AI 3.2 (jupyter-ai-acp-client 0.3.3), the other
+way to drive an ACP agent from Jupyter: this keeps that comparison true as both move. Jupyter AI is installed
+(pinned versions) into a throwaway virtual
 environment (``--venv``, default under ``~/.cache/jupyter-acp-bench``, created once), so it never meets this
 package's own dependencies. Both servers run the agent of this very file (``--agent``: a stdlib-only ACP agent
 that answers each prompt with one chunk), Jupyter AI through a local persona (``.jupyter/personas/``).

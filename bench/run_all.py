@@ -28,6 +28,7 @@ BENCHES: list[tuple[str, list[str], list[str]]] = [
     ("mcp.py", ["--calls", "200", "--sessions", "50"], ["--calls", "50", "--sessions", "10"]),
     ("load.py", ["--notebooks", "50", "--duration", "120"], ["--notebooks", "10", "--duration", "10"]),
     ("replay.py", ["--updates", "50", "--rounds", "3"], ["--updates", "10", "--rounds", "1"]),
+    ("flood.py", ["--counts", "60,150", "--lifted", "60"], ["--counts", "60"]),
 ]
 
 

@@ -8,8 +8,11 @@ POSTed over HTTP and every chunk read from the session's WebSocket.  Prints chun
 chunk, and the ratios (goal: >= 0.8x throughput at 10,000 chunks, < 5 ms first-chunk overhead).
 
 Warm turns (``--warm N``, 0 to skip): a one-chunk agent, N prompts back to back, each until ``turn_ended`` on the
-session's WebSocket, the prompt sent two ways: ``POST .../prompt`` (the HTTP route) and a ``prompt`` op frame on
-the already-open socket; the floor is the same agent driven directly over its pipe. "Of which" is a ``cancel`` op
+session's WebSocket, the prompt sent three ways: ``POST .../prompt`` (the HTTP route) from a keep-alive HTTP/1.1
+client that costs little of its own (the standard library's ``http.client``, as a script uses it), the same route
+from httpx (whose own work, 1.5-3 ms of CPU per request on a busy 2-core machine, is most of what a script pays
+there: printed apart, so the route is not blamed for its client), and a ``prompt`` op frame on the already-open
+socket; the floor is the same agent driven directly over its pipe. "Of which" is a ``cancel`` op
 with no turn running on the same socket: the WebSocket round trip itself (client, server, auth, parse, answer);
 "a store flush" is a one-chunk turn's three events stored in a transcript store of its own (decision 6: stored
 before sent). Their sum with the floor is what a turn through any server that stores before it sends costs at least.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import os
 import signal
@@ -43,7 +47,7 @@ from jupyter_acp.testing.server import ServerProcess
 
 AGENT = [sys.executable, "-m", "jupyter_acp.testing.agents", "stream"]
 #: server CPU seconds per warm prompt, by how it was sent
-WARM_CPU: dict[str, list[float]] = {"http": [], "socket": []}
+WARM_CPU: dict[str, list[float]] = {"http": [], "httpx": [], "socket": []}
 #: CPU seconds per streamed turn: "direct" this process reading the pipe, "server" the server process
 CPU: dict[str, list[float]] = {"direct": [], "server": []}
 
@@ -116,20 +120,33 @@ async def direct_warm(n: int) -> list[float]:
 
 
 async def warm_through_server(server: ServerProcess, sid: str, n: int, via: str) -> list[float]:
-    """Seconds per prompt until ``turn_ended`` on the WebSocket; ``via`` "http" (the route) or "socket" (an op)."""
+    """Seconds per prompt until ``turn_ended`` on the WebSocket; ``via`` "http" (the route, from ``http.client``),
+    "httpx" (the route, from httpx) or "socket" (an op)."""
     last = server.get("sessions", sid).json()["last_seq"]
     ws_url = f"ws://127.0.0.1:{server.port}/jupyter-acp/sessions/{sid}/stream?after={last}"
     ws = await websocket_connect(HTTPRequest(ws_url, headers=server.headers))
     out = []
     pid = server.proc.pid  # type: ignore[union-attr]
+    lean = http.client.HTTPConnection("127.0.0.1", server.port)
+    path = f"/jupyter-acp/sessions/{sid}/prompt"
+    headers = {**server.headers, "Content-Type": "application/json"}
     async with httpx.AsyncClient(headers=server.headers) as client:
-        await client.get(server.url("agents"))  # connection open before the clock starts
+        await client.get(server.url("agents"))  # connections open before the clock starts
+        lean.request("GET", "/jupyter-acp/agents", headers=server.headers)
+        lean.getresponse().read()
         for i in range(n + 1):
             if i == 1:
                 c0 = cpu_seconds(pid)  # the first one warms this path up, untimed
             t0 = time.perf_counter()
-            if via == "http":
+            if via == "httpx":
                 (await client.post(server.url("sessions", sid, "prompt"), json={"text": "hi"})).raise_for_status()
+            elif via == "http":
+                # blocking the loop meanwhile is fine: the events wait in the socket until it reads them
+                lean.request("POST", path, body=b'{"text": "hi"}', headers=headers)
+                answer = lean.getresponse()
+                answer.read()
+                if answer.status != 202:
+                    raise RuntimeError(f"prompt answered {answer.status}")
             else:
                 await ws.write_message(json.dumps({"op": "prompt", "ref": i, "text": "hi"}))
             while True:
@@ -147,6 +164,7 @@ async def warm_through_server(server: ServerProcess, sid: str, n: int, via: str)
                 out.append(time.perf_counter() - t0)
     WARM_CPU[via].append((cpu_seconds(pid) - c0) / n)
     ws.close()
+    lean.close()
     return out
 
 
@@ -256,7 +274,7 @@ async def main_async(args: argparse.Namespace) -> None:
     }
     server = ServerProcess(tmp / "root", tmp / "data", agents=agents, extra_args=args.server_arg)
     server.start()
-    warm: dict[str, list[float]] = {"direct": [], "http": [], "socket": [], "bare": [], "store": []}
+    warm: dict[str, list[float]] = {"direct": [], "http": [], "httpx": [], "socket": [], "bare": [], "store": []}
     try:
         sid = server.open_session("nb.ipynb", "stream")["id"]
         await through_server(server, sid, args.chunks)  # warm-up (server.turn reads one page: not to the end)
@@ -280,6 +298,7 @@ async def main_async(args: argparse.Namespace) -> None:
             for _ in range(args.repeat):  # interleaved, so a busy moment hits every path
                 warm["direct"] += await direct_warm(args.warm)
                 warm["http"] += await warm_through_server(server, wid, args.warm, "http")
+                warm["httpx"] += await warm_through_server(server, wid, args.warm, "httpx")
                 warm["socket"] += await warm_through_server(server, wid, args.warm, "socket")
                 warm["bare"] += await bare_ops(server, wid, args.warm)
                 warm["store"] += store_flushes(args.warm)
@@ -309,6 +328,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for name, label in (
             ("direct", "warm turn, direct (floor)"),
             ("http", "warm turn, HTTP prompt"),
+            ("httpx", "  the same from httpx"),
             ("socket", "warm turn, socket op"),
             ("bare", "of which: a bare op (cancel)"),
             ("store", "and a store flush"),
@@ -323,7 +343,8 @@ async def main_async(args: argparse.Namespace) -> None:
         least = floor + med(warm["bare"]) + med(warm["store"])
         print(
             f"{'floor + bare op + flush':26} {least * 1000:10.2f} ms  ({least / floor:5.1f}x the floor): "
-            f"the socket op is {med(warm['socket']) / least:.2f}x this"
+            f"the socket op is {med(warm['socket']) / least:.2f}x this, the HTTP prompt {med(warm['http']) / least:.2f}x "
+            f"(from httpx {med(warm['httpx']) / least:.2f}x)"
         )
 
 

@@ -20,6 +20,19 @@ A real ``jupyter server`` subprocess (jupyter_acp + RTC) runs this very file as 
    round trip waits ~40 ms for a delayed ACK), and the same gateway with TCP_NODELAY (what our own
    layer costs shows there).  ``--no-gateway`` skips it; ``--gateway-only`` runs only it.
 
+4. Every tool at ``--sizes`` cells (100, 1,000, 4,000 and 10,000 by default; ``--scale-only`` runs only this
+   part): each tool on the same notebook shape (the last cell, its neighbour, the middle), rounds until
+   ``--scale-budget`` seconds (3 at least), against the payload-matched floor of the same run (the tool's own
+   last answer carried back by ``_bench/echo``), with each tool's growth exponent (the slope of log time on log
+   size: 0 flat, 1 linear) and its time at 4,000 and 10,000 cells against its time at 100. Goal: within 2x,
+   for every tool whose own work does not grow with the notebook (search, the run plan and the whole outline
+   read every cell: measured, no goal). The document's autosave is put off (``--save-delay``) so that a
+   mutating tool is not timed against the save of the previous round's change. Every size is open at once;
+   the sizes run in order and then in reverse (``--scale-passes``), their rounds pooled, so that the drift of
+   a shared machine's load does not read as growth; the last column divides each time by the echo floor
+   measured beside it.
+
+The server and agents import this checkout's ``jupyter_acp`` (its root goes first on ``PYTHONPATH``).
 Needs pandas for the DataFrame (``pip install pandas``) and ``jupyter_kernel_gateway`` for part 3.
 """
 
@@ -104,6 +117,58 @@ class BenchAgent:
                 args = {**meta, "code": spec["code"]}
                 await self.timed(5, "_jupyter-acp/execute_code", args)
                 out["execute_code"] = {"tool": await self.timed(rounds, "_jupyter-acp/execute_code", args)}
+            elif what == "scale":
+                out["scale"] = {step["label"]: await self.scale_step(meta, step, spec) for step in spec["steps"]}
+        return out
+
+    async def call_tool(self, method: str, params: dict[str, Any]) -> Any:
+        res = await self.request(method, params)
+        if isinstance(res, dict) and res.get("isError"):
+            raise RuntimeError(json.dumps(res)[:500])
+        return res
+
+    async def scale_step(self, meta: dict[str, Any], step: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        """One tool on one notebook size: rounds until ``budget`` seconds (at least ``min_rounds``, at most
+        ``max_rounds``), each round's arguments taken in turn from ``params`` (``$round`` replaced by the round's
+        number), then the payload-matched floor: the last answer carried back by the unknown ``_bench/echo``."""
+        method = "_jupyter-acp/" + step["tool"][len("client_") :]
+        variants = step["params"]
+
+        def args_for(n: int) -> dict[str, Any]:
+            raw = json.dumps(variants[n % len(variants)]).replace("$round", str(n))
+            return {**meta, **json.loads(raw)}
+
+        times: list[float] = []
+        undo: list[float] = []
+        answer: Any = None
+        n = 0
+        try:
+            answer = await self.call_tool(method, args_for(n))  # warm-up (opens the document, fills caches)
+            if step.get("then_delete"):
+                cid = answer["structuredContent"]["cell_id"]
+                await self.call_tool("_jupyter-acp/delete_cells", {**meta, "cell_ids": [cid]})
+            n += 1
+            deadline = time.perf_counter() + spec["budget"]
+            while n <= spec["max_rounds"] and (n <= spec["min_rounds"] or time.perf_counter() < deadline):
+                t0 = time.perf_counter()
+                answer = await self.call_tool(method, args_for(n))
+                times.append(time.perf_counter() - t0)
+                if step.get("then_delete"):  # insert, then delete what it inserted: the notebook keeps its size
+                    cid = answer["structuredContent"]["cell_id"]
+                    t0 = time.perf_counter()
+                    await self.call_tool("_jupyter-acp/delete_cells", {**meta, "cell_ids": [cid]})
+                    undo.append(time.perf_counter() - t0)
+                n += 1
+        except LookupError as exc:  # the method is not there: a tool this build does not have
+            return {"missing": True, "error": str(exc)[:300]}
+        except RuntimeError as exc:
+            text = str(exc)
+            return {"missing": "unknown tool" in text or "invalid arguments" in text, "error": text[:300]}
+        loaded = {**meta, "payload": answer}
+        floor = await self.timed(min(max(len(times), 5), 50), "_bench/echo", loaded)
+        out = {"tool": times, "floor": floor, "payload_bytes": len(json.dumps(answer))}
+        if undo:
+            out["delete"] = undo
         return out
 
     async def handle(self, msg: dict[str, Any]) -> None:
@@ -404,7 +469,272 @@ def gateway_bench(args: argparse.Namespace, *, nodelay: bool = False) -> None:
             gateway.stop()
 
 
+#: tools whose own work grows with the notebook (they read every cell): measured, no goal
+GROWS = {
+    "client_search_cells": "searches every cell",
+    "client_stale_cells": "analyses every cell",
+    "client_notebook_outline (all cells)": "answers every cell",
+}
+
+
+def scale_steps(n: int) -> list[dict[str, Any]]:
+    """Every tool once per notebook size, on the same cells (``c0``..): the last cell, its neighbour, the middle."""
+    last, prev, mid = f"c{n - 1}", f"c{n - 2}", f"c{n // 2}"
+    edit = [
+        {"cell_id": last, "old_string": "* 2", "new_string": "* 3"},
+        {"cell_id": last, "old_string": "* 3", "new_string": "* 2"},
+    ]
+    return [
+        {"label": "client_notebook_outline (page of 100)", "tool": "client_notebook_outline", "params": [{}]},
+        {
+            "label": "client_notebook_outline (last page)",
+            "tool": "client_notebook_outline",
+            "params": [{"start": max(n - 100, 0)}],
+        },
+        {"label": "client_read_cells (the last cell)", "tool": "client_read_cells", "params": [{"cell_ids": [last]}]},
+        {
+            "label": "client_insert_cell (at the end; then deleted)",
+            "tool": "client_insert_cell",
+            "params": [{"source": "inserted = 1"}],
+            "then_delete": True,
+        },
+        {
+            "label": "client_insert_cell (after the middle cell; then deleted)",
+            "tool": "client_insert_cell",
+            "params": [{"source": "inserted = 1", "after_cell_id": mid}],
+            "then_delete": True,
+        },
+        {"label": "client_edit_cell (the last cell)", "tool": "client_edit_cell", "params": edit},
+        {
+            "label": "client_replace_in_cell (the last cell)",
+            "tool": "client_replace_in_cell",
+            # its own text (client_edit_cell may leave "* 3" after an odd number of rounds)
+            "params": [
+                {"cell_id": last, "old": f"print(value_{n - 1})", "new": f"print (value_{n - 1})"},
+                {"cell_id": last, "old": f"print (value_{n - 1})", "new": f"print(value_{n - 1})"},
+            ],
+        },
+        {
+            "label": "client_move_cell (the last cell, one up and back)",
+            "tool": "client_move_cell",
+            "params": [{"cell_id": last, "to_index": n - 2}, {"cell_id": last, "to_index": n - 1}],
+        },
+        {
+            "label": "client_execute_cells (the last cell)",
+            "tool": "client_execute_cells",
+            "params": [{"cell_ids": [last]}],
+        },
+        {
+            "label": "client_execute_cells (scope below the next-to-last: 2 cells)",
+            "tool": "client_execute_cells",
+            "params": [{"scope": "below", "cell_id": prev}],
+        },
+        {
+            "label": "client_clear_outputs (the last cell)",
+            "tool": "client_clear_outputs",
+            "params": [{"cell_ids": [last]}],
+        },
+        {"label": "client_kernel (status)", "tool": "client_kernel", "params": [{"action": "status"}]},
+        {"label": "client_list_variables", "tool": "client_list_variables", "params": [{"limit": 10}]},
+        {"label": "client_inspect_variable", "tool": "client_inspect_variable", "params": [{"name": f"value_{n - 2}"}]},
+        {"label": "client_execute_code", "tool": "client_execute_code", "params": [{"code": "1 + 1"}]},
+        {"label": "client_list_notebooks", "tool": "client_list_notebooks", "params": [{"folder": "other"}]},
+        {
+            "label": "client_read_notebook (another, small)",
+            "tool": "client_read_notebook",
+            "params": [{"path": "other/small.ipynb"}],
+        },
+        {
+            "label": "client_create_notebook (a new one each round)",
+            "tool": "client_create_notebook",
+            "params": [{"path": f"made/n{n}-$round.ipynb", "cells": [{"source": "x = 1"}]}],
+        },
+        {"label": "client_search_cells", "tool": "client_search_cells", "params": [{"pattern": f"value_{n - 1} ="}]},
+        {"label": "client_stale_cells", "tool": "client_stale_cells", "params": [{}]},
+        {
+            "label": "client_notebook_outline (all cells)",
+            "tool": "client_notebook_outline",
+            "params": [{"start": 0, "limit": 500}] if n <= 500 else [{"start": n - 500, "limit": 500}],
+        },
+    ]
+
+
+def growth_exponent(sizes: list[int], times: list[float]) -> float:
+    """The least-squares slope of log(time) on log(size): 0 flat, 1 linear."""
+    import math
+
+    xs = [math.log(s) for s in sizes]
+    ys = [math.log(max(t, 1e-9)) for t in times]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+
+
+def scale_bench(args: argparse.Namespace) -> None:
+    """Every tool at each notebook size (``--sizes``), against the payload-matched floor of the same run."""
+    import httpx
+    import nbformat
+
+    from jupyter_acp.testing.server import ServerProcess
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        root, data = Path(tmp) / "root", Path(tmp) / "data"
+        (root / "other").mkdir(parents=True)
+        (root / "made").mkdir()
+        small = nbformat.v4.new_notebook()
+        small.cells = [nbformat.v4.new_code_cell(f"s = {i}") for i in range(5)]
+        (root / "other" / "small.ipynb").write_text(nbformat.writes(small))
+        for n in sizes:
+            nb = nbformat.v4.new_notebook()
+            nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+            for i in range(n):
+                cell = nbformat.v4.new_code_cell(f"value_{i} = {i} * 2\nprint(value_{i})")
+                cell.id = f"c{i}"
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{i * 2}\n")]
+                cell.execution_count = i + 1
+                nb.cells.append(cell)
+            (root / f"n{n}.ipynb").write_text(nbformat.writes(nb))
+        agents = {
+            "bench": {
+                "command": sys.executable,
+                "args": [os.path.abspath(__file__), "--agent"],
+                "tool_channel": "client-tools",
+                "client_tools_discovery": "request",
+            }
+        }
+        server = ServerProcess(
+            root,
+            data,
+            agents=agents,
+            extra_args=[
+                f"--SQLiteYStore.db_path={data / 'ystore.db'}",
+                f"--BaseFileIdManager.db_path={data / 'fileid.db'}",
+                "--JupyterACPTools.permission_policy=auto",
+                # jupyter-server-ydoc saves a changed document a second after each change, and a save of 10,000
+                # cells costs about a second of the server's CPU (YNotebook.get indexes the Y array cell by cell):
+                # with the default the mutating tools would be timed against the previous round's save
+                f"--YDocExtension.document_save_delay={args.save_delay}",
+            ],
+        )
+        results: dict[int, dict[str, Any]] = {n: {} for n in sizes}
+        try:
+            server.start()
+            sessions: dict[int, str] = {}
+            kernels: list[str] = []
+            for n in sizes:  # every size open at once (a kernel each)
+                path = f"n{n}.ipynb"
+                resp = httpx.post(
+                    f"{server.base}/api/sessions",
+                    headers=server.headers,
+                    timeout=120,
+                    json={"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}},
+                )
+                resp.raise_for_status()
+                kernels.append(resp.json()["id"])
+                sessions[n] = server.open_session(path, "bench")["id"]
+
+            def turn(n: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
+                spec = {
+                    "what": ["scale"],
+                    "rounds": 0,
+                    "steps": steps,
+                    "budget": args.scale_budget,
+                    "min_rounds": 3,
+                    "max_rounds": args.scale_rounds,
+                }
+                _, events = server.turn(sessions[n], json.dumps(spec), timeout=1800)
+                texts = [
+                    e["update"]["content"]["text"]
+                    for e in events
+                    if e["type"] == "session_update" and e["update"].get("sessionUpdate") == "agent_message_chunk"
+                ]
+                got = json.loads(texts[-1])
+                if "error" in got:
+                    raise RuntimeError(got["error"])
+                return got["scale"]
+
+            # the load of a shared machine drifts over minutes: the sizes in order, then in reverse order (each pass
+            # the whole tool list in one turn per size), the rounds of both passes pooled
+            order = [*sizes, *reversed(sizes)] if args.scale_passes > 1 else list(sizes)
+            for n in order:
+                for label, got in turn(n, scale_steps(n)).items():
+                    kept = results[n].setdefault(label, got)
+                    if kept is not got:
+                        for key in ("tool", "floor", "delete"):
+                            if key in got and key in kept:
+                                kept[key] = kept[key] + got[key]
+                print(f"# {n} cells done", file=sys.stderr, flush=True)
+            for kid in kernels:
+                httpx.delete(f"{server.base}/api/kernels/{kid}", headers=server.headers, timeout=60)
+        finally:
+            server.stop()
+
+    med = statistics.median
+    print(f"\n# every tool at {', '.join(f'{n:,}' for n in sizes)} cells: median ms (payload-matched echo floor)")
+    labels = [step["label"] for step in scale_steps(sizes[0])]
+    labels.insert(labels.index("client_insert_cell (after the middle cell; then deleted)") + 1, "client_delete_cells")
+    head = (
+        "| tool | "
+        + " | ".join(f"{n:,}" for n in sizes)
+        + " | growth exponent | 4,000 / 100 | 10,000 / 100 | 10,000 / 100 over its floor |"
+    )
+    print(head)
+    print("|---" * (len(sizes) + 5) + "|")
+    goals: list[str] = []
+    for label in labels:
+        key = "client_insert_cell (at the end; then deleted)" if label == "client_delete_cells" else label
+        row, tool_ms, floors = [], [], []
+        for n in sizes:
+            r = results[n].get(key) or {}
+            if "tool" not in r:
+                row.append("missing" if r.get("missing") else "failed")
+                continue
+            t = med(r["delete"] if label == "client_delete_cells" else r["tool"])
+            tool_ms.append((n, t))
+            floors.append(med(r["floor"]))
+            row.append(f"{t * 1000:.2f} ({floors[-1] * 1000:.2f})")
+        if len(tool_ms) == len(sizes):
+            k = growth_exponent([n for n, _ in tool_ms], [t for _, t in tool_ms])
+            by = dict(tool_ms)
+            r4 = by.get(4000, tool_ms[-1][1]) / tool_ms[0][1]
+            r10 = by.get(10000, tool_ms[-1][1]) / tool_ms[0][1]
+            # the same ratio with each time taken over the echo floor measured beside it (the machine's drift out)
+            over = (tool_ms[-1][1] / floors[-1]) / (tool_ms[0][1] / floors[0])
+            row += [f"{k:.2f}", f"{r4:.2f}x", f"{r10:.2f}x", f"{over:.2f}x"]
+            grows = next((why for key, why in GROWS.items() if label.startswith(key)), None)
+            if grows:
+                goals.append(f"{label}: growth exponent {k:.2f} ({grows}: no goal)")
+            else:
+                goals.append(
+                    f"{label}: {r4:.2f}x at 4,000 and {r10:.2f}x at 10,000 cells of its time at {sizes[0]:,}; "
+                    f"growth exponent {k:.2f} (goal <= 2x)"
+                )
+        else:
+            row += ["-", "-", "-", "-"]
+        print(f"| {label} | " + " | ".join(row) + " |")
+    print()
+    for line in goals:
+        print(line)
+    for n in sizes:
+        for label, r in results[n].items():
+            if "tool" not in r and not r.get("missing"):
+                print(f"failed at {n:,} cells: {label}: {r.get('error')}")
+
+
+def this_checkout_first() -> None:
+    """The server and the agent subprocesses import the ``jupyter_acp`` of this checkout, not an installed one
+    (``python bench/tools.py`` puts ``bench/`` on the path, not the root)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
 def main() -> None:
+    this_checkout_first()
     p = argparse.ArgumentParser()
     p.add_argument("--agent", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--rounds", type=int, default=200)
@@ -415,9 +745,26 @@ def main() -> None:
     p.add_argument("--gateway-rows", type=int, default=100_000)
     p.add_argument("--no-gateway", action="store_true", help="skip the gateway part")
     p.add_argument("--gateway-only", action="store_true", help="run only the gateway part")
+    p.add_argument("--sizes", default="100,1000,4000,10000", help="notebook sizes of the scale part")
+    p.add_argument("--scale-rounds", type=int, default=30, help="most rounds per tool and size")
+    p.add_argument("--scale-budget", type=float, default=1.5, help="seconds per tool and size (3 rounds at least)")
+    p.add_argument(
+        "--save-delay",
+        type=float,
+        default=3600,
+        help="YDocExtension.document_save_delay of the scale part (1 s is jupyter-server-ydoc's default)",
+    )
+    p.add_argument(
+        "--scale-passes", type=int, default=2, help="1: each size once; 2: the sizes in order, then in reverse"
+    )
+    p.add_argument("--no-scale", action="store_true", help="skip the scale part")
+    p.add_argument("--scale-only", action="store_true", help="run only the scale part")
     args = p.parse_args()
     if args.agent:
         asyncio.run(BenchAgent().main())
+        return
+    if args.scale_only:
+        scale_bench(args)
         return
     if args.gateway_only:
         gateway_bench(args)
@@ -529,6 +876,8 @@ def main() -> None:
     if not args.no_gateway:
         gateway_bench(args)
         gateway_bench(args, nodelay=True)
+    if not args.no_scale:
+        scale_bench(args)
 
 
 if __name__ == "__main__":

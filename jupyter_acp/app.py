@@ -1,6 +1,7 @@
 """The server extension: configuration, wiring, start and stop.
 
-Loading the extension stays cheap (issue 16: the server's start at most 50 ms slower): at load only the settings,
+Loading the extension stays cheap (the server's start at most 50 ms slower: a server loads many extensions, and
+this one must not be the one the user waits for): at load only the settings,
 the routes (their modules import their collaborators lazily) and the event listeners are set up; the session hub,
 the transcript store, the tool surface and the agent catalog (pydantic, pycrdt, anyio, ... included) are built in a
 background thread (``start.py``). A request that comes before they are ready waits for them without blocking the
@@ -15,20 +16,25 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from jupyter_core.paths import jupyter_data_dir
+from jupyter_core.paths import jupyter_config_dir, jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from tornado import web
-from traitlets import Bool, Dict, Float, Integer, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, default, validate
 
 from ._version import __version__
+from .agents.admin import AUTO_MODES, AdminRules
+from .agents.catalog import default_agents, detected_agents
 from .http import kernel_routes
 from .http.images import image_bytes
 from .http.user_routes import handlers
 from .start import Background, StartupError, gated
 
 if TYPE_CHECKING:
-    from .agents.catalog import AgentSpec
     from .agents.credentials import AgentSettingsStore
+    from .agents.mcp_servers import UserMcpServers
+    from .agents.registry import Installer, Registry
+    from .agents.spec import AgentSpec
+    from .agents.user_agents import UserAgents
     from .sessions.hub import SessionHub
     from .sessions.store import TranscriptStore
     from .tools import ToolSurface
@@ -50,9 +56,76 @@ class JupyterACP(ExtensionApp):
         help="""Agents by name, added to (or replacing) the defaults 'builtin' and 'echo'.
         Each entry: {"command": "codex-acp", "args": [], "env": {}, "passthrough_env": [],
         "title": "", "tool_channel": "auto", "client_tools_discovery": "request"}.
-        Set an entry to None to remove a default agent.""",
+        Set an entry to None to remove a default agent. In a JupyterHub image these are the admin's presets: the
+        agents a user enables from the panel are kept apart (<data dir>/jupyter_acp/user_agents.json) and added
+        to them at each start.""",
+    )
+    allowed_user_agents = List(
+        Unicode(),
+        default_value=None,
+        allow_none=True,
+        config=True,
+        help="""Agents users may enable from the panel, switch off in their user_agents.json, or log in to (the
+        agent's own login, a login terminal, a login variable): a list of names, [] for none. None (the default):
+        any. A refusal names this setting.""",
+    )
+    builtin_model_form = Bool(
+        True,
+        config=True,
+        help="""Offer the built-in agent's model form (model, API base). False: the admin fixes the model and
+        endpoint (JUPYTER_ACP_MODEL / JUPYTER_ACP_API_BASE in the server's environment, or the agent's configured
+        env), the form shows them greyed with the reason, and values set from the panel are refused and not
+        used.""",
+    )
+    user_provider_keys = Bool(
+        True,
+        config=True,
+        help="""Let users keep provider keys on the server from the panel (the model form's key, an agent's login
+        variable). False: keys come from the server's environment only; the fields are greyed with the reason,
+        setting one is refused and keys stored before are not used.""",
+    )
+    user_policies = List(
+        Enum(["ask", "auto", "deny", "review"]),
+        default_value=["ask", "auto", "deny", "review"],
+        config=True,
+        help="""Policy values users may pick for a notebook session: 'auto' is a permission card's "Always allow"
+        and a session mode listed in auto_modes, 'deny' an agent's "Always reject", 'review' a notebook session's "Review
+        after" (changes go ahead under the turn's checkpoint, reviewed after). 'ask' is always allowed. The
+        gate's own policy is JupyterACPTools.permission_policy / tool_policies (server configuration).""",
+    )
+    auto_modes = List(
+        Unicode(),
+        default_value=list(AUTO_MODES),
+        config=True,
+        help="""Session modes (or config options of category 'mode') that let an agent act without asking:
+        switching to one picks the policy 'auto' (see user_policies).""",
     )
     default_agent = Unicode("builtin", config=True, help="Agent used when a request names none.")
+    mcp_servers: List[Any] = List(
+        default_value=[],
+        config=True,
+        help="""The user's own MCP servers, passed to every agent's session/new (load, resume) beside the notebook's
+        own server, in Jupyter AI's mcp_settings.json shape: stdio {"name", "command", "args", "env": [{"name",
+        "value"}]} or {"type": "http", "name", "url", "headers": [{"name", "value"}]}. HTTP ones go only to agents
+        that advertise mcpCapabilities.http. <data dir>/jupyter_acp/mcp_settings.json ({"mcp_servers": [...]},
+        0600) adds the user's own; an entry named here first wins.""",
+    )
+    registry_url = Unicode(
+        config=True,
+        help="The ACP Agent Registry's index (registry.json) the agent picker lists, a URL or a local path (a mirror, "
+        "an enterprise list). Default: the public registry; when it cannot be read, the copy shipped with the "
+        "package answers (and says so).",
+    )
+    registry_install_timeout = Float(
+        900.0, config=True, help="Seconds one step of installing a registry agent (npm, pip, a download) may take."
+    )
+
+    @default("registry_url")
+    def _default_registry_url(self) -> str:
+        from .agents.registry import REGISTRY_URL
+
+        return REGISTRY_URL
+
     kernel_server_url = Unicode(
         "",
         config=True,
@@ -126,6 +199,56 @@ class JupyterACP(ExtensionApp):
     max_terminals_per_session = Integer(
         8, config=True, help="Most agent terminals one notebook session may run at once (terminal/create)."
     )
+    socket_recheck_interval = Float(
+        60.0,
+        config=True,
+        help="Seconds between two questions to the Authorizer about an open socket: the session stream (read) and "
+        "the frontend bridge (write) of a user who lost that right are closed (1008, the reason naming the rule) "
+        "within this time. Whatever it says, every operation a socket sends is checked when it arrives.",
+    )
+
+    kernel_routes_through_proxy = Bool(
+        False,
+        config=True,
+        help="Serve the kernel routes (jupyter-acp/kernel/..., the %acp magic's way in) to requests that came "
+        "through a proxy (X-Forwarded-*, Forwarded or X-Real-IP headers). Off: kernels reach this server directly, "
+        "at kernel_server_url or the server's own URL, so such a request is refused (403) before its kernel token "
+        "is looked at. Turn it on only if kernel_server_url is an address behind a proxy (a gateway's kernels "
+        "that reach this server through one).",
+    )
+
+    @validate("socket_recheck_interval")
+    def _positive_interval(self, proposal: Any) -> float:
+        value = float(proposal["value"])
+        if not value > 0:
+            raise TraitError(f"JupyterACP.socket_recheck_interval must be more than 0 seconds (got {value!r})")
+        return value
+
+    max_agent_requests = Integer(
+        32,
+        config=True,
+        help="Most requests one agent may have under way at once to the client (files, tools, permissions, "
+        "terminals, questions; over MCP, per notebook session): each holds memory until it is answered, so past "
+        "it the next is refused at once, naming this setting.",
+    )
+    max_pending_permissions = Integer(
+        4,
+        config=True,
+        help="Most permission requests of an agent (session/request_permission) waiting for the user at once in "
+        "one notebook session; past it the next is refused, naming this setting.",
+    )
+    max_read_bytes = Integer(
+        8 * 1024 * 1024,
+        config=True,
+        help="Largest fs/read_text_file: a whole file, or the lines asked of one (line and limit read a part of a "
+        "larger file).",
+    )
+    max_read_bytes_per_turn = Integer(
+        32 * 1024 * 1024,
+        config=True,
+        help="Bytes of files an agent may read with fs/read_text_file during one turn (reads under way count "
+        "what they may read); past it reads are refused until the next prompt.",
+    )
 
     @default("store_path")
     def _default_store_path(self) -> str:
@@ -155,6 +278,10 @@ class JupyterACP(ExtensionApp):
 
     #: the hub, tools, store, agent settings and catalog once built (``_built``)
     _built_parts: dict[str, Any] | None = None
+    #: where each agent came from: default, configuration (an admin's presets) or user (``user_agents.json``)
+    agent_origins: dict[str, str] = {}
+    #: the ACP registry's list and its installer, made when first asked (``agent_registry``)
+    _registry: tuple[Registry, Installer] | None = None
 
     # -- wiring ----------------------------------------------------------------------------------
     # At load only what registering needs; the rest in a thread (start.py). Whatever touches the hub, the tools,
@@ -186,19 +313,31 @@ class JupyterACP(ExtensionApp):
         if fault:  # tests: a start that fails
             raise RuntimeError(fault)
         from .agents.credentials import AgentSettingsStore
+        from .agents.user_agents import UserAgents
         from .http import bodies  # noqa: F401 - pydantic and the request models, before the first request
         from .sessions import hub  # noqa: F401 - the hub and everything it uses
         from .sessions.store import TranscriptStore
         from .tools import registry, services  # noqa: F401
 
-        specs = self._load_agent_specs()
+        # per-agent settings set from the panel (a model, a key) and the agents the user enabled: 0600, next to the
+        # store in its private folder
+        private = os.path.dirname(self.store_path if os.path.isabs(self.store_path) else self._default_store_path())
+        user_agents = UserAgents(private, self.log)
+        user_agents.migrate(jupyter_config_dir())
+        specs = self._load_agent_specs(user_agents)
         if self.default_agent not in specs:
             self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
         store = TranscriptStore(self.store_path)
         store.open()
-        # per-agent settings set from the panel (a model, a key): 0600, next to the store in its private folder
-        private = self.store_path if os.path.isabs(self.store_path) else self._default_store_path()
-        return {"agent_specs": specs, "store": store, "agent_settings": AgentSettingsStore(os.path.dirname(private))}
+        from .agents.mcp_servers import UserMcpServers
+
+        return {
+            "agent_specs": specs,
+            "store": store,
+            "agent_settings": AgentSettingsStore(private),
+            "user_agents": user_agents,
+            "user_mcp_servers": UserMcpServers(self.mcp_servers, private),
+        }
 
     def _finish(self, prepared: dict[str, Any]) -> dict[str, Any]:
         """On the server's loop: the tool surface and the hub (they belong to the loop)."""
@@ -256,6 +395,22 @@ class JupyterACP(ExtensionApp):
         return cast("AgentSettingsStore", self._built("agent_settings"))
 
     @property
+    def user_agents(self) -> UserAgents:
+        return cast("UserAgents", self._built("user_agents"))
+
+    @property
+    def admin_rules(self) -> AdminRules:
+        """The admin's controls as they are set now."""
+        allowed = self.allowed_user_agents
+        return AdminRules(
+            allowed_user_agents=None if allowed is None else tuple(allowed),
+            builtin_model_form=self.builtin_model_form,
+            user_provider_keys=self.user_provider_keys,
+            user_policies=("ask", *(p for p in self.user_policies if p != "ask")),
+            auto_modes=tuple(self.auto_modes),
+        )
+
+    @property
     def agent_specs(self) -> dict[str, AgentSpec]:
         return cast("dict[str, AgentSpec]", self._built("agent_specs"))
 
@@ -310,19 +465,14 @@ class JupyterACP(ExtensionApp):
         except Exception as exc:  # the follower says so too, once it listens
             self.log.debug("jupyter_acp: kernel events not followed before start (%s)", exc)
 
-    def _load_agent_specs(self) -> dict[str, AgentSpec]:
-        from .agents.catalog import default_agents
-        from .agents.spec import AgentSpec
+    def _load_agent_specs(self, user_agents: UserAgents) -> dict[str, AgentSpec]:
+        """The defaults, the configuration's agents (an admin's presets) and the user's own (enabled from the
+        panel, or switched off), merged: ``agents/user_agents.py``."""
+        from .agents.user_agents import merge
 
-        specs = default_agents()
-        for name, entry in (self.agents or {}).items():
-            if entry is None:
-                specs.pop(name, None)
-                continue
-            try:
-                specs[name] = AgentSpec.model_validate(entry)
-            except Exception as exc:
-                self.log.error("JupyterACP.agents[%r] is invalid and skipped: %s", name, exc)
+        specs, self.agent_origins = merge(
+            default_agents(), self.agents or {}, user_agents.load(), self.allowed_user_agents, self.log
+        )
         return specs
 
     @property
@@ -331,6 +481,8 @@ class JupyterACP(ExtensionApp):
 
     async def stop_extension(self) -> None:
         kernel_routes.stop(self)
+        if self._registry is not None:
+            await self._registry[1].stop()  # an install still running ends with the server (its folder removed)
         self._stopping = True  # a start still running closes its store when it ends
         parts = getattr(self, "_built_parts", None) or {}
         hub = parts.get("hub")
@@ -353,7 +505,37 @@ class JupyterACP(ExtensionApp):
         # values set from the panel for THIS agent only, where neither the environment nor its config sets them
         name = next((n for n, s in self.agent_specs.items() if s is spec), None)
         stored = self.agent_settings.env_for(name, os.environ, spec.env) if name else {}
+        stored = self.usable_settings(stored)
         return curated_env(os.environ, passthrough=spec.passthrough_env, extra={**stored, **spec.env}, secrets=[token])
+
+    def usable_settings(self, stored: dict[str, str]) -> dict[str, str]:
+        """The values set from the panel that the admin's controls still let count: none of the model and API base
+        once ``builtin_model_form`` is off, no key once ``user_provider_keys`` is off (kept in the file, unused)."""
+        from .agents.credentials import BUILTIN_VARS
+
+        rules = self.admin_rules
+        return {
+            k: v for k, v in stored.items() if (rules.model() is None if k in BUILTIN_VARS else rules.keys() is None)
+        }
+
+    def agent_registry(self) -> tuple[Registry, Installer]:
+        """The ACP registry's list and the installer of its agents (under ``<private folder>/registry``)."""
+        if self._registry is None:
+            from .agents.registry import Installer, Registry
+
+            folder = os.path.dirname(self.store_path if os.path.isabs(self.store_path) else self._default_store_path())
+            self._registry = (
+                Registry(self.registry_url),
+                Installer(os.path.join(folder, "registry"), timeout=self.registry_install_timeout),
+            )
+        return self._registry
+
+    def user_mcp_servers(self, conn: Any) -> list[dict[str, Any]]:
+        """The user's own MCP servers this agent can take (``agents/mcp_servers.py``), stdio ones with the basics of
+        its curated environment: what session set-up adds beside the notebook's own server."""
+        spec = self.agent_specs.get(conn.name)
+        servers = cast("UserMcpServers", self._built("user_mcp_servers"))
+        return servers.for_agent(conn.mcp_capabilities, self.agent_env(spec) if spec is not None else {})
 
     def check_prompt(self, blocks: list[dict[str, Any]]) -> None:
         if len(blocks) > self.max_prompt_blocks:
@@ -396,22 +578,20 @@ class JupyterACP(ExtensionApp):
                     "command": spec.command,
                     "tool_channel": spec.tool_channel,
                     "state": conn.state if conn else "stopped",
+                    "origin": self.agent_origins.get(name, "configuration"),
                     "error": conn.last_error if conn else None,
-                    "agent_info": (conn.init_result.get("agentInfo") if conn else None),
+                    "agent_info": conn.agent_info if conn else None,
                     # what a prompt may carry (image, audio, embeddedContext): null until the agent has started
-                    "prompt_capabilities": (
-                        (conn.init_result.get("agentCapabilities") or {}).get("promptCapabilities") or {}
-                        if conn and conn.init_result
-                        else None
-                    ),
+                    "prompt_capabilities": conn.prompt_capabilities if conn and conn.init_result else None,
                 }
             )
-        from .agents.catalog import detected_agents
-
+        rules = self.admin_rules
         for name, entry in detected_agents(self.agent_specs).items():
             config = {k: entry[k] for k in ("command", "args", "title", "tool_channel")}
+            fixed = rules.agent(name, "enabling")
             out.append(
                 {
+                    **({"fixed_by_admin": fixed} if fixed else {}),
                     "name": name,
                     "title": entry["title"],
                     "configured": False,

@@ -46,6 +46,30 @@ def report(tmp_path) -> Any:
     return read
 
 
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Any:
+    """One headless Debian Chromium for the whole run, shared by tests/browser and tests/hub.
+
+    Playwright's sync API keeps its own event loop running in this thread for as long as it is open, so a second
+    ``sync_playwright()`` (a module's own browser, opened while the session's is alive) fails with "Sync API inside
+    the asyncio loop": one launcher, opened on first use, closed at the end of the run."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
+        try:
+            yield b
+        finally:
+            b.close()
+
+
 @pytest.fixture
 def acp_agents() -> dict[str, Any]:
     """Override in a test module to configure more agents."""
@@ -157,7 +181,36 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+#: what each marker means (registered in pyproject.toml; ``kind`` below gives every test exactly one)
+KINDS = ("unit", "server", "browser", "interop")
+
+
+def kind(item: pytest.Item) -> str:
+    """A test's kind, from where it lives and what it uses: ``browser``, ``interop`` and ``hub`` by folder; ``server`` for a
+    test that uses pytest-jupyter's server (``jp_serverapp``, also through ``api``, ``jp_fetch``, ...) or whose
+    module launches servers of its own (``jupyter_acp.testing.server.ServerProcess``); else ``unit``."""
+    parts = item.path.relative_to(REPO).parts
+    if parts[:2] == ("tests", "browser"):
+        return "browser"
+    if parts[:2] == ("tests", "interop"):
+        return "interop"
+    if parts[:2] == ("tests", "hub"):
+        return "hub"
+    if "jp_serverapp" in getattr(item, "fixturenames", ()):
+        return "server"
+    module = getattr(item, "module", None)
+    if module is not None and getattr(module, "ServerProcess", None) is not None:
+        return "server"
+    return "unit"
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Browser tests last: Playwright's sync API keeps its own event loop running in this thread
-    until its session fixture ends, which no pytest-jupyter test after it could share."""
-    items.sort(key=lambda item: "tests/browser/" in str(item.fspath).replace("\\", "/"))
+    """Each test marked with its kind (``-m unit``; ``scripts/test.sh --fast`` is ``-m "not browser and not interop
+    and not hub"``), so that no test file names its own. Tests that drive a browser last (the hub's too):
+    Playwright's sync API keeps its own event loop running in this thread until its session fixture ends, which no
+    pytest-jupyter test after it could share."""
+    for item in items:
+        item.add_marker(kind(item))
+    items.sort(
+        key=lambda item: item.get_closest_marker("browser") is not None or item.get_closest_marker("hub") is not None
+    )

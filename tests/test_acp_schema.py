@@ -88,3 +88,30 @@ def test_what_the_built_in_agent_answers_fits_the_schema(tmp_path):
         await client.close()
 
     asyncio.run(go())
+
+
+def test_the_params_the_client_handlers_read_are_the_schemas_own():
+    """The method table of the client side (``sessions/connections/acp_client.py``) hands each handler its params typed by
+    ``acp/v1.py``; each of those types has the keys (and only the keys) of the SDK's model of the same request."""
+    from typing import get_type_hints
+
+    from jupyter_acp.acp import v1
+
+    pairs = {
+        v1.SessionNotification: [schema.SessionNotification],
+        v1.RequestPermissionRequest: [schema.RequestPermissionRequest],
+        v1.ReadTextFileRequest: [schema.ReadTextFileRequest],
+        v1.WriteTextFileRequest: [schema.WriteTextFileRequest],
+        v1.CreateTerminalRequest: [schema.CreateTerminalRequest],
+        v1.TerminalRequest: [
+            schema.TerminalOutputRequest,
+            schema.WaitForTerminalExitRequest,
+            schema.KillTerminalRequest,
+            schema.ReleaseTerminalRequest,
+        ],
+    }
+    for ours, models in pairs.items():
+        keys = set(get_type_hints(ours))
+        for model in models:
+            theirs = {f.alias or name for name, f in model.model_fields.items()} - {"_meta"}
+            assert keys == theirs, (ours.__name__, model.__name__, keys ^ theirs)

@@ -1,10 +1,12 @@
-"""Issue 14: set an agent up from the panel: the built-in agent's model and key, an agent's login, enabling an
+"""Set an agent up from the panel: the built-in agent's model and key, an agent's login, enabling an
 agent found on PATH.  A real server, real agent subprocesses (the built-in agent against the fake model server, the
-scripted ``login`` agent), a reader who may only read.
+scripted ``login`` agent, the hostile agent offering terminal logins), a reader who may only read and a writer who
+may not execute (issue 23: neither changes where an agent sends data or what it runs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import json
 import logging
@@ -12,6 +14,7 @@ import os
 import shlex
 import stat
 import sys
+import time
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -20,7 +23,7 @@ from jupyter_acp.http.agent_routes import terminal_command
 from jupyter_acp.testing.events import message_text
 from jupyter_acp.testing.fake_model import FakeModel
 
-from .conftest import scripted
+from .conftest import hostile, scripted
 from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads
 
 KEY = "sk-very-secret-0123456789"
@@ -38,13 +41,46 @@ def fake_model():
         yield fm
 
 
+#: terminal logins a hostile agent offers, each hiding something in its arguments or variables (id -> what is named)
+HIDDEN = {
+    "ctrl-u": ({"args": ["login\x15touch F"]}, "U+0015"),
+    "newline": ({"args": ["--help\ntouch F"]}, "U+000A"),
+    "escape-in-env": ({"args": ["login"], "env": {"HINT": "\x1b]0;title\x07"}}, "U+001B"),
+    "bidi": ({"args": ["login\u202etxt.exe"]}, "U+202E"),
+    "odd-name": ({"args": ["login"], "env": {"X=1; touch F #": "v"}}, "'X=1; touch F #'"),
+}
+
+
+def login_methods(tmp_path) -> list[dict]:
+    """The hostile agent's logins: one clean (it reports its pid, then waits), the others hiding something."""
+    clean = {
+        "type": "terminal",
+        "id": "clean",
+        "name": "Log in in a terminal",
+        "args": ["--login-report", str(tmp_path / "login.jsonl")],
+        "env": {"LOGIN_HINT": "from-the-agent"},
+    }
+    return [clean, *({"type": "terminal", "id": i, "name": "Log in", **m} for i, (m, _) in HIDDEN.items())]
+
+
 @pytest.fixture
 def acp_agents(tmp_path):
     return {
         # the built-in agent with no model: what a newcomer meets
         "builtin": {"command": sys.executable, "args": ["-m", "jupyter_acp.agent"], "title": "Built-in"},
         "login": scripted("login", "--login-file", str(tmp_path / "logged-in")),
+        "hostile": hostile(tmp_path, "--auth-methods", json.dumps(login_methods(tmp_path))),
     }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def litellm_catalog_read():
+    """litellm's catalog read once for the module (a subprocess importing litellm: 10 s of CPU, past the 20 s of a
+    test request on a busy machine), so each request below is timed on its own work; the server keeps the catalog
+    for its life, and the panel's model form starts reading it before a Save needs it (``litellm_catalog.warm``)."""
+    from jupyter_acp.agents import litellm_catalog
+
+    asyncio.run(litellm_catalog.catalog())
 
 
 @pytest.fixture(autouse=True)
@@ -218,12 +254,12 @@ async def test_enable_a_detected_agent(api, app, codex_on_path, jp_config_dir):
     listed = {a["name"]: a for a in await api.call("GET", "agents")}
     assert listed["codex"]["configured"] is False
     answer = await api.call("POST", "agents", "enable", body={"name": "codex"})
-    path = answer["path"]
-    assert path == str(jp_config_dir / "jupyter_server_config.d" / "jupyter_acp_agents.json")
+    assert answer["stored"] == "stored on the server"
+    path = app.user_agents.path  # the user's own agents, apart from the configuration (tests/test_admin_controls.py)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     with open(path) as fh:
         written = json.load(fh)
-    assert written["JupyterACP"]["agents"]["codex"]["command"] == "codex-acp"
+    assert written["agents"]["codex"]["command"] == "codex-acp"
     listed = {a["name"]: a for a in await api.call("GET", "agents")}
     assert listed["codex"]["configured"] is True  # usable at once, no restart
     assert "codex" in app.agent_specs
@@ -246,13 +282,14 @@ async def test_enable_refuses_commands_and_undetected_agents(
         await api.call("POST", "agents", "enable", body=body)
     assert err.value.code == status
     assert rule in json.loads(err.value.response.body)["message"]
-    assert not (jp_config_dir / "jupyter_server_config.d" / "jupyter_acp_agents.json").exists()
+    assert not os.path.exists(app.user_agents.path)
     assert "codex" not in app.agent_specs
 
 
 ROUTES = [
     ("POST", ("agents", "builtin", "settings"), {"model": "openai/fake"}),
     ("POST", ("agents", "login", "authenticate"), {"methodId": "login"}),
+    ("POST", ("agents", "hostile", "login-terminal"), {"methodId": "clean"}),
     ("POST", ("agents", "enable"), {"name": "codex"}),
 ]
 
@@ -268,28 +305,117 @@ async def test_a_reader_cannot_change_anything(jp_fetch, app, codex_on_path, met
     assert json.loads(got.body)["name"] == "builtin"
 
 
-async def test_enabling_needs_execute(jp_fetch, app, codex_on_path):
+#: every change of where an agent sends data or what runs (issue 23, hole 2), as a writer (read + write) tries it
+SETUP_CHANGES = [
+    (("agents", "builtin", "settings"), {"api_base": "http://collaborator.example/v1"}),
+    (("agents", "builtin", "settings"), {"model": "openai/another-model"}),
+    (("agents", "builtin", "settings"), {"key_env": "OPENAI_API_KEY", "key": "sk-the-collaborators"}),
+    (("agents", "login", "settings"), {"env": {"SCRIPTED_API_KEY": "the-collaborators"}}),
+    (("agents", "login", "authenticate"), {"methodId": "login"}),
+    (("agents", "hostile", "login-terminal"), {"methodId": "clean"}),
+    (("agents", "enable"), {"name": "codex"}),
+]
+
+
+@pytest.fixture
+def terminals(jp_serverapp):
+    """The server's terminal manager; the terminals a test left are ended after it."""
+    manager = jp_serverapp.web_app.settings["terminal_manager"]
+    before = set(manager.terminals)
+    yield manager
+    for name in set(manager.terminals) - before:
+        manager.terminals[name].kill()
+
+
+@pytest.mark.parametrize("parts, body", SETUP_CHANGES, ids=lambda v: "/".join(v) if isinstance(v, tuple) else None)
+async def test_a_writer_cannot_change_where_an_agent_sends_data_or_what_it_runs(
+    jp_fetch, app, codex_on_path, terminals, parts, body
+):
+    pid = None
+    if parts[1] in ("login", "hostile"):  # started, so that their login methods are known
+        await app.hub.connection(parts[1]).ensure_started()
+        pid = app.hub.connections[parts[1]].process.pid
+
+    async def post(user: str):
+        return await jp_fetch("jupyter-acp", *parts, method="POST", body=json.dumps(body), headers={USER_HEADER: user})
+
     with pytest.raises(HTTPClientError) as err:
-        await jp_fetch(
-            "jupyter-acp",
-            "agents",
-            "enable",
-            method="POST",
-            body=json.dumps({"name": "codex"}),
-            headers={USER_HEADER: "writer"},
-        )
-    assert err.value.code == 403 and "codex" not in app.agent_specs
+        await post("writer")
+    assert err.value.code == 403
+    message = json.loads(err.value.response.body)["message"]
+    assert "needs 'execute' on resource 'jupyter_acp'" in message and "rule:" in message and "'writer'" in message
+    assert "ask the server's owner" in message
+    assert app.agent_settings.values("builtin") == {} and app.agent_settings.values("login") == {}
+    assert "codex" not in app.agent_specs and not terminals.terminals
+    if pid is not None:  # not restarted with new settings
+        assert app.hub.connections[parts[1]].process.pid == pid
+    # the owner still can
+    answer = await post("owner")
+    assert answer.code in (200, 201), answer.body
+
+
+def hidden_message(err: HTTPClientError) -> str:
+    return json.loads(err.response.body)["message"]
+
+
+@pytest.mark.parametrize("method_id", list(HIDDEN))
+async def test_a_terminal_login_hiding_characters_is_refused(api, app, terminals, tmp_path, method_id):
+    """A login whose arguments or variables hold control or invisible characters (Ctrl-U, a newline, an escape
+    sequence, a right-to-left override) or a variable that is no name: the card says why, the route refuses it,
+    nothing runs."""
+    await app.hub.connection("hostile").ensure_started()
+    got = await api.call("GET", "agents", "hostile", "settings")
+    shown = next(m for m in got["auth_methods"] if m["id"] == method_id)
+    what = HIDDEN[method_id][1]
+    assert shown["kind"] == "terminal" and what in shown["refused"] and "rule:" in shown["refused"]
+    assert not any(ch in shown["command"] for ch in "\x15\n\x1b\u202e"), "the card shows what it hides, escaped"
+    with pytest.raises(HTTPClientError) as err:
+        await api.call("POST", "agents", "hostile", "login-terminal", body={"methodId": method_id})
+    assert err.value.code == 400
+    message = hidden_message(err.value)
+    assert what in message and "rule:" in message and method_id in message
+    assert not terminals.terminals, "no terminal was started"
+    clean = next(m for m in got["auth_methods"] if m["id"] == "clean")
+    assert "refused" not in clean and "--login-report" in clean["command"]
+
+
+async def test_a_terminal_login_runs_the_agents_argv_with_its_curated_environment(
+    api, app, jp_serverapp, terminals, tmp_path, monkeypatch
+):
+    """The login terminal is started from the argument list (the agent's command and the method's args, never a
+    line typed into a shell) with the agent's own environment: no server token, nothing the agent would not get."""
+    token = jp_serverapp.identity_provider.token
+    assert token
+    monkeypatch.setenv("JUPYTER_TOKEN", token)
+    monkeypatch.setenv("UNRELATED_SECRET", "not-for-agents")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-passes")
+    answer = await api.call("POST", "agents", "hostile", "login-terminal", body={"methodId": "clean"})
+    name = answer["name"]
+    assert name in terminals.terminals
+    report = tmp_path / "login.jsonl"
+    deadline = time.monotonic() + 30
+    while not report.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    pid = json.loads(report.read_text().splitlines()[-1])["pid"]
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        argv = [a.decode() for a in fh.read().split(b"\0")[:-1]]
+    assert argv == [*app.agent_specs["hostile"].argv, "--login-report", str(report)]
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        environ = dict(kv.decode().split("=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+    assert not any(token in v for v in environ.values()), "the server token reached the login command"
+    assert "JUPYTER_TOKEN" not in environ and "UNRELATED_SECRET" not in environ
+    assert environ["OPENAI_API_KEY"] == "sk-passes" and environ["LOGIN_HINT"] == "from-the-agent"
+    assert environ["PATH"] == os.environ["PATH"]
+    # asked again while it runs: the same terminal, not a second one
+    again = await api.call("POST", "agents", "hostile", "login-terminal", body={"methodId": "clean"})
+    assert again["name"] == name and len(terminals.terminals) == 1
 
 
 def test_a_terminal_login_line_is_the_agents_command_quoted():
-    """An agent's terminal login method cannot smuggle shell syntax into the line the panel types in a terminal."""
-    hostile = {
-        "type": "terminal",
-        "id": "t",
-        "args": ["login", "; touch /tmp/pwned", "$(id)"],
-        "env": {"X=1; touch /tmp/pwned #": "v", "TOKEN_DIR": "`id` $HOME", "OK": "1"},
-    }
-    line = terminal_command(["/usr/bin/agent", "--acp"], hostile)
-    words = shlex.split(line)
-    assert words == ["TOKEN_DIR=`id` $HOME", "OK=1", "/usr/bin/agent", "--acp", "login", "; touch /tmp/pwned", "$(id)"]
-    assert "X=1" not in line
+    """What the card shows of a terminal login: the agent's command and the method's args and variables, each word
+    quoted as a shell would need it (the user may copy it), control characters escaped."""
+    method = {"type": "terminal", "id": "t", "args": ["login", "; touch /tmp/pwned", "$(id)"], "env": {"OK": "1 2"}}
+    line = terminal_command(["/usr/bin/agent", "--acp"], method)
+    assert shlex.split(line) == ["OK=1 2", "/usr/bin/agent", "--acp", "login", "; touch /tmp/pwned", "$(id)"]
+    shown = terminal_command(["/usr/bin/agent"], {"args": ["a\x15b"]})
+    assert "\x15" not in shown and "\\x15" in shown

@@ -1,4 +1,4 @@
-"""A notebook's past conversations (issue 14): a reset keeps the earlier one; list, open, resume, delete them.
+"""A notebook's past conversations: a reset keeps the earlier one; list, open, resume, delete them.
 
 Real server, real agents (the echo agent, scripted ones, one that lists its own past sessions), the real store.
 """

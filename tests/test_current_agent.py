@@ -1,4 +1,4 @@
-"""Issue 17 item 9: a notebook's current agent is one server-side fact the Agent panel and the ``%acp`` magic follow.
+"""A notebook's current agent is one server-side fact the Agent panel and the ``%acp`` magic follow.
 
 The panel's route (``notebooks/current-agent``) and the kernel's (``kernel/current-agent``, ``%acp use``) change
 and read the same value; ``%%acp`` naming no agent and ``POST sessions`` naming none use it; a change is a notice
@@ -19,15 +19,15 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_acp.testing.server import ServerProcess
 
-from .conftest import SCRIPTED, scripted
+from .conftest import SCRIPTED, hostile, scripted
 from .magic.conftest import acp_server, start_kernel, wait_until  # noqa: F401 - fixtures of the real kernels
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def acp_agents():
-    return {"other": scripted("stream")}
+def acp_agents(tmp_path):
+    return {"other": scripted("stream"), "hostile": hostile(tmp_path)}
 
 
 async def current(api, path: str) -> dict:
@@ -205,3 +205,23 @@ class TestGatewayKernel:
         message = await wrong_token_message(jp_fetch)
         assert "shut it down and start a new kernel" in message and "Jupyter Gateway" in message, message
         assert "restarting a kernel keeps its old token" in message, message
+
+
+async def test_switching_the_agent_stops_the_old_agents_waiting_turn_and_says_why(api, make_notebook):
+    path = make_notebook("nb.ipynb")
+    old = await put_current(api, path, "hostile")
+    sid = old["session"]["id"]
+    options = [{"optionId": "once", "name": "Allow", "kind": "allow_once"}]
+    ask = {"do": "permission", "toolCall": {"toolCallId": "c1", "title": "Insert a cell"}, "options": options}
+    turn = await api.prompt(sid, json.dumps([ask]))
+    await api.wait_for(sid, lambda evs: any(e["type"] == "permission_request" for e in evs))
+    await put_current(api, path, "other")
+    # the old agent's turn ends (its card answered cancelled), and its conversation says why
+    events = await api.wait_turn_end(sid, turn, timeout=30)
+    end = next(e for e in events if e["type"] == "turn_ended" and e["turn_id"] == turn)
+    assert end.get("stop_reason") == "cancelled", end
+    resolved = [e for e in events if e["type"] == "permission_resolved"]
+    assert resolved and "cancel" in json.dumps(resolved[-1]), resolved
+    why = [e for e in events if e.get("phase") == "turn_stopped_by_agent_change"]
+    assert len(why) == 1 and "changed to other" in why[0]["text"], why
+    assert not (await api.call("GET", "sessions", sid)).get("pending_permissions")

@@ -1,4 +1,4 @@
-"""Elicitation (issue 14): an agent's ``elicitation/create`` (form and URL mode) and ``elicitation/complete``,
+"""Elicitation: an agent's ``elicitation/create`` (form and URL mode) and ``elicitation/complete``,
 against a real server, answered through ``POST /jupyter-acp/sessions/{sid}/elicitations/{id}``.
 
 The hostile scripted agent (``jupyter_acp.testing.hostile``) sends the requests and reports what it got back.
@@ -359,4 +359,4 @@ async def test_a_waiting_question_survives_the_replay_page(api, make_notebook, j
         if session.turn is None:
             break
         await asyncio.sleep(0.05)
-    assert session.turn is None and not hub.waiting_elicitations(session)
+    assert session.turn is None and not hub.questions.waiting(session)

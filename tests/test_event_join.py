@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_acp.sessions.events import JOIN_LIMIT, EventLog
-from jupyter_acp.sessions.model import NotebookSession
+from jupyter_acp.sessions.log.events import JOIN_LIMIT, EventLog
+from jupyter_acp.sessions.model import NO_RUN_END, NotebookSession
 
 from .conftest import message_text, scripted
 
@@ -47,6 +47,7 @@ class _Log(EventLog):
 def _session() -> NotebookSession:
     session = NotebookSession.__new__(NotebookSession)
     session.seq, session.outbox, session.merging, session.merged_chars, session.turn = 0, [], None, 0, None
+    session.run_end = NO_RUN_END  # one run of reserved seqs
     return session
 
 

@@ -151,9 +151,11 @@ async def test_switch_and_shutdown_are_followed_with_their_reason(api, jp_fetch,
     assert changed[2] == "the notebook's kernel is gone: the agent can no longer run code until one is started"
 
 
-async def test_never_in_the_middle_of_a_turn(api, jp_fetch, jp_root_dir, listed):
+async def test_never_in_the_middle_of_a_turn(api, jp_fetch, jp_root_dir, listed, jp_serverapp):
     s = await api.open(notebook(jp_root_dir, "mid.ipynb", ["1"]), "follower")
     await ready(api, s["id"])
+    hub = jp_serverapp.web_app.settings["jupyter_acp"].hub
+    session, follower = hub.sessions[s["id"]], hub.follower
     ask = {
         "do": "permission",
         "toolCall": {"toolCallId": "t1", "title": "wait", "kind": "other"},
@@ -162,8 +164,17 @@ async def test_never_in_the_middle_of_a_turn(api, jp_fetch, jp_root_dir, listed)
     turn = await api.prompt(s["id"], json.dumps([ask]))
     events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" for e in evs))
     await start_kernel(jp_fetch, "mid.ipynb")
-    await asyncio.sleep(2.5)
-    assert len(listed("follower")) == 1  # the turn still runs: the agent is not reopened under it
+
+    async def kernel_tools_offered() -> bool:
+        return KERNEL_TOOLS <= await follower.current_tools(session)
+
+    # barrier: once the kernel's tools are there, the check a kernel event makes, awaited: a follower that reopened
+    # the agent mid-turn does it (or starts to: the agent's session dropped, a notice said) within that check
+    await wait_until(kernel_tools_offered, what="the kernel's tools")
+    assert await follower.refresh_if_changed(session) is False
+    # the turn still runs: the agent is not reopened under it (nor about to be: its session is kept, nothing said)
+    assert session.tools_stale and session.acp_generation is not None and len(listed("follower")) == 1
+    assert not notices(await api.events(s["id"]), "tools_changed")
     card = cards(events, "agent")[-1]
     await api.call("POST", "sessions", s["id"], "permissions", card["request_id"], body={"option_id": "ok"})
     await api.wait_turn_end(s["id"], turn)

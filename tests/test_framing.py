@@ -82,8 +82,9 @@ class _Recorder(_Writer):
 
 async def test_a_request_is_on_the_pipe_when_started_and_forgotten_however_it_ends():
     """``start_request`` writes at once (a turn's prompt reaches the agent before the server answers its client);
-    the pending entry goes whether the answer comes, the wait times out or the caller gives up; an answer that
-    comes too late is reported as such, not as one to a request never sent."""
+    the pending entry goes whether the answer comes, the wait times out or the caller gives up; a request given
+    up on is announced to the peer (``$/cancel_request``), whose late answer is then expected and dropped quietly;
+    an answer to a request never sent is reported."""
     reader, writer, bad = asyncio.StreamReader(), _Recorder(), []
     conn = JsonRpcConnection(reader, writer, _Handler(), on_bad_frame=bad.append)  # type: ignore[arg-type]
     conn.start()
@@ -98,13 +99,18 @@ async def test_a_request_is_on_the_pipe_when_started_and_forgotten_however_it_en
 
     with pytest.raises(TimeoutError):
         await conn.request("slow", None, timeout=0.01)
-    late = writer.sent[-1]["id"]
+    late = writer.sent[-2]["id"]
+    assert writer.sent[-1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": late}}
     given_up = asyncio.ensure_future(conn.request("abandoned"))
     await asyncio.sleep(0)
+    abandoned = writer.sent[-1]["id"]
     given_up.cancel()
     await asyncio.sleep(0)
+    assert writer.sent[-1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": abandoned}}
     assert conn._pending == {}  # answered, timed out and cancelled: none kept
     answer(late, None)
+    answer(abandoned, None)
+    answer(late, None)  # a second answer to the same id is odd again
     answer(99, None)
     for _ in range(3):
         await asyncio.sleep(0)
@@ -112,4 +118,59 @@ async def test_a_request_is_on_the_pipe_when_started_and_forgotten_however_it_en
         f"ignored a response to request id {late}, which was no longer awaited (it timed out or was given up)",
         "ignored a response to request id 99, which was never sent",
     ]
+    conn.close()
+
+
+class _Slow:
+    """A peer whose handler waits until cancelled, and says so."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+        self.withdrawn: list[str] = []
+
+    async def handle_request(self, method: str, params: Any) -> Any:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled.append(method)
+            raise
+        return "finished"
+
+    def handle_notification(self, method: str, params: Any) -> None:
+        raise AssertionError(f"$/cancel_request reached the handler as a notification: {method}")
+
+    def request_withdrawn(self, method: str, params: Any) -> None:
+        self.withdrawn.append(method)
+
+
+async def test_a_withdrawn_request_has_its_handler_cancelled_and_is_answered_request_cancelled():
+    """``$/cancel_request`` from the peer: the handler serving it is cancelled, the handler is told (to withdraw a
+    card), and the request is still answered, with -32800 (ACP: the receiver must answer it). A withdrawal that
+    comes before the request's task first ran answers it without running the handler; one for an id not served
+    changes nothing."""
+    reader, writer, bad = asyncio.StreamReader(), _Recorder(), []
+    handler = _Slow()
+    conn = JsonRpcConnection(reader, writer, handler, on_bad_frame=bad.append)  # type: ignore[arg-type]
+    conn.start()
+
+    def feed(message: dict[str, Any]) -> None:
+        reader.feed_data(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    feed({"id": "p1", "method": "session/request_permission", "params": {"sessionId": "s"}})
+    for _ in range(5):
+        await asyncio.sleep(0)
+    feed({"method": "$/cancel_request", "params": {"requestId": "p1"}})
+    feed({"method": "$/cancel_request", "params": {"requestId": "never"}})
+    # sent and withdrawn in one block: the second request's task has not run when its withdrawal is read
+    feed({"id": 7, "method": "fs/read_text_file", "params": {}})
+    feed({"method": "$/cancel_request", "params": {"requestId": 7}})
+    for _ in range(20):
+        await asyncio.sleep(0)
+    answers = {m["id"]: m for m in writer.sent if "id" in m}
+    assert answers["p1"]["error"]["code"] == -32800
+    assert "session/request_permission was cancelled" in answers["p1"]["error"]["message"]
+    assert answers[7]["error"]["code"] == -32800
+    assert handler.cancelled == ["session/request_permission"]  # the second never ran
+    assert handler.withdrawn == ["session/request_permission"]
+    assert bad == [] and conn._serving == {} and conn._withdrawn == set()
     conn.close()

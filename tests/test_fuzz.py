@@ -139,6 +139,14 @@ TOOLS = [
     "client_move_cell",
     "client_execute_cells",
     "client_execute_code",
+    "client_replace_in_cell",
+    "client_clear_outputs",
+    "client_search_cells",
+    "client_stale_cells",
+    "client_kernel",
+    "client_list_notebooks",
+    "client_read_notebook",
+    "client_create_notebook",
     "client_no_such_tool",
 ]
 ARG_NAMES = [
@@ -159,6 +167,17 @@ ARG_NAMES = [
     "to_index",
     "after",
     "before",
+    "old",
+    "new",
+    "scope",
+    "stale",
+    "action",
+    "pattern",
+    "regex",
+    "in",
+    "path",
+    "folder",
+    "cells",
     "x",
 ]
 
@@ -183,7 +202,7 @@ def tools_server(tmp_path_factory):
     server.stop()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(tool=st.sampled_from(TOOLS), args=st.dictionaries(st.sampled_from(ARG_NAMES), json_values, max_size=4))
 def test_tool_arguments_always_get_an_answer(tools_server, tool, args):
     """Whatever arguments a model invents, every tool answers: a result or a clear error, never a hang."""

@@ -1,4 +1,4 @@
-"""Hole 6: history is bounded and replayed in pages, never whole.
+"""History is bounded and replayed in pages, never whole.
 
 50 agent updates of 3.8 MiB each once made ``stream?after=0`` send one 190 MiB WebSocket frame and
 ``GET events`` the same.  Now: one event's stored text is capped (the cut is marked), the replay sends

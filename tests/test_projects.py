@@ -1,4 +1,4 @@
-"""Hole 9: a conversation belongs to a notebook of one server root, never to a path shared by projects.
+"""A conversation belongs to a notebook of one server root, never to a path shared by projects.
 
 Two ``jupyter server`` processes on two project roots share one transcript store (one per user); each
 has its own ``Untitled.ipynb``.  Neither sees the other's conversation (list, by id, events), each

@@ -77,7 +77,7 @@ async def test_embedded_text_reaches_an_agent_without_embedded_context_as_text(a
 def test_fit_prompt_titled_and_untitled_resources():
     """A titled attachment says what it is; an untitled one (the magic's cells-above context) is its own text;
     an agent with embeddedContext gets the blocks unchanged."""
-    from jupyter_acp.sessions.turns import fit_prompt
+    from jupyter_acp.sessions.connections.turns import fit_prompt
 
     context = {"type": "resource", "resource": {"uri": "file:///r/nb.ipynb", "text": "Cells above ...:\n\nx = 1"}}
     var = {"type": "resource", "resource": {"uri": "kernel:nb.ipynb#df", "title": "@df", "text": "DataFrame"}}

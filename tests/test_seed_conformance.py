@@ -18,7 +18,7 @@ import pytest
 
 from jupyter_acp.acp.connection import AgentConnection
 from jupyter_acp.protocol.jsonrpc import INVALID_PARAMS
-from jupyter_acp.sessions.acp_client import ClientEndpoint
+from jupyter_acp.sessions.connections.acp_client import ClientEndpoint
 from jupyter_acp.tools import ToolDef, text_result
 
 from .agent.client import AgentClient, initialize_params

@@ -1,4 +1,5 @@
-"""The extension starts off the event loop (issue 16): the hub, store, tools and catalog are built in a thread.
+"""The extension starts off the event loop (the server answers while it builds): the hub, store, tools and catalog
+are built in a thread.
 
 A request that arrives before that build is done waits for it (the loop keeps serving meanwhile) and is answered as
 usual; a build that fails makes every route answer 503 with the reason and a Retry-After, and is logged with its

@@ -1,4 +1,4 @@
-"""Hole 5: the transcript store is private to the server's user (folder 0700, files 0600).
+"""The transcript store is private to the server's user (folder 0700, files 0600).
 
 Another local user must not read prompts, answers and tool outputs: the store's folder, the database
 and SQLite's ``-wal`` / ``-shm`` side files are checked by ``stat`` and by a real second uid (nobody)

@@ -257,6 +257,94 @@ class TestAsk:
         allowed = [e for e in events if e["type"] == "audit" and e["decision"] == "allowed"]
         assert len(allowed) == 1 and "the user allowed the agent's request" in allowed[0]["rule"]
 
+    async def test_a_command_the_card_only_mentions_is_asked_on_the_gates_card(self, api, make_notebook, tmp_path):
+        """Issue 23, hole 3: an Allow carries over to ``terminal/create`` only when the card showed that very command
+        as the command (a ``$ ...`` line, or a title that is the command), never when it is mentioned."""
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+        marker = tmp_path / "F"
+        options = [{"optionId": "yes", "name": "Allow", "kind": "allow_once"}]
+        text = [{"type": "content", "content": {"type": "text", "text": "Runs the test suite."}}]
+        mentioned = {
+            "toolCallId": "call_tests",
+            "title": f"Run the tests with pytest -q (it will not run `touch {marker}`)",
+            "kind": "execute",
+            "rawInput": {"command": f"touch {marker}"},
+            "content": text,
+        }
+        other_line = {
+            "toolCallId": "call_other",
+            "title": "Run the tests",
+            "kind": "execute",
+            "rawInput": {"command": f"touch {marker}"},
+            "content": [{"type": "content", "content": {"type": "text", "text": f"$ pytest -q\n(touch {marker})"}}],
+        }
+        shown = {
+            "toolCallId": "call_shown",
+            "title": "Say hello",
+            "kind": "execute",
+            "rawInput": {"command": "echo shown"},
+            "content": [{"type": "content", "content": {"type": "text", "text": "$ echo shown"}}],
+        }
+        results, events = await run(
+            api,
+            s["id"],
+            [
+                {"do": "permission", "toolCall": mentioned, "options": options},
+                create(f"touch {marker}"),  # only mentioned in the title: asked
+                {"do": "permission", "toolCall": other_line, "options": options},
+                create(f"touch {marker}", name="u"),  # the card's command line is another: asked
+                {"do": "permission", "toolCall": shown, "options": options},
+                create("echo shown", name="v"),  # the very line the card showed: not asked again
+            ],
+            answer=lambda ev: "allow_once" if ev["source"] == "agent" else "reject_once",
+        )
+        assert rule(results[1]) == "user_rejected" and rule(results[3]) == "user_rejected"
+        assert results[5]["ok"]["terminalId"].startswith("term_")
+        await asyncio.sleep(0.3)
+        assert not marker.exists()
+        ours = [e["tool_call"] for e in events if e["type"] == "permission_request" and e["source"] == "client"]
+        assert [c["rawInput"]["command"] for c in ours] == [f"touch {marker}"] * 2
+
+    async def test_one_command_is_one_card(self, api, make_notebook, hub):
+        """Issue 23, hole 3: the gate's question about a command the agent's card shows exactly is asked on that
+        card, with the line as the shell runs it; it never adds a card of its own."""
+        s = await api.open(make_notebook("nb.ipynb"), "hostile")
+
+        def card(call_id: str, line: str) -> dict[str, Any]:
+            update = {
+                "sessionUpdate": "tool_call",
+                "toolCallId": call_id,
+                "title": f"`{line}`",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {"command": line},
+            }
+            return {"do": "update", "update": update}
+
+        results, events = await run(
+            api,
+            s["id"],
+            [
+                card("call_one", "echo 'a b'"),
+                create("bash", args=["-lc", "echo 'a b'"]),  # the same line, run by a shell
+                card("call_two", "echo two"),
+                create("echo three", name="u"),  # no card shows it: the gate's own card
+            ],
+            answer=lambda ev: "allow_once",
+        )
+        assert results[1]["ok"]["terminalId"] and results[3]["ok"]["terminalId"]
+        asked = [e["tool_call"] for e in events if e["type"] == "permission_request"]
+        assert [c["_meta"]["jupyter_acp"].get("agent_call") for c in asked] == ["call_one", None]
+        preview = asked[0]["content"][0]["content"]["text"].split("\n")
+        assert preview[0] == "$ echo 'a b'" and preview[1].startswith("run by bash -lc in ")
+        # asked on the agent's card, the gate reports on no card of its own (the panel would add one)
+        settled = {
+            e["update"]["toolCallId"]
+            for e in events
+            if e["type"] == "session_update" and e["update"].get("status") == "completed"
+        }
+        assert asked[0]["toolCallId"] not in settled and asked[1]["toolCallId"] in settled
+
 
 class TestDeny:
     @pytest.fixture

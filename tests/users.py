@@ -1,15 +1,33 @@
 """Users for the Authorizer tests: the usual token check, then the user a test header names (default ``owner``).
 
 ``reader`` may only ``read`` this extension's resource, ``writer`` may ``read`` and ``write`` (not ``execute``);
-everyone else may do everything. One definition for every test of what a read-only user cannot do.
+everyone else may do everything, except what a test took away from them while the server runs (:func:`revoke`:
+the Authorizer is asked each time, so a share revoked mid-socket is seen at the next check). One definition for
+every test of what a user cannot do.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
 
 USER_HEADER = "X-Test-User"
+
+#: actions on ``jupyter_acp`` taken away from a user for now (user name -> actions); see :func:`revoke`
+REVOKED: dict[str, set[str]] = {}
+
+
+@contextmanager
+def revoke(user: str, *actions: str) -> Iterator[None]:
+    """Take ``actions`` on ``jupyter_acp`` away from ``user`` until the block ends (a share revoked, then given back)."""
+    REVOKED.setdefault(user, set()).update(actions)
+    try:
+        yield
+    finally:
+        REVOKED.pop(user, None)
 
 
 class HeaderUsers(IdentityProvider):
@@ -23,10 +41,12 @@ class HeaderUsers(IdentityProvider):
 
 
 class ReaderOnlyReads(Authorizer):
-    """Everyone may do everything on this extension, except ``reader`` (only ``read``) and ``writer`` (no
-    ``execute``)."""
+    """Everyone may do everything on this extension, except ``reader`` (only ``read``), ``writer`` (no
+    ``execute``) and what :func:`revoke` took away."""
 
     def is_authorized(self, handler, user, action, resource):
+        if resource == "jupyter_acp" and action in REVOKED.get(user.username, ()):
+            return False
         if user.username == "reader" and resource == "jupyter_acp":
             return action == "read"
         if user.username == "writer" and resource == "jupyter_acp":

@@ -15,11 +15,13 @@ from typing import Any
 from .._version import __version__
 from ..protocol import client_tools
 from ..protocol.jsonrpc import AUTH_REQUIRED, ConnectionClosed, Handler, JsonRpcConnection, RpcError
+from . import v1
 from .process import AgentProcess
+from .v1 import PROTOCOL_VERSION, auth_env_vars, auth_kind
+
+__all__ = ["PROTOCOL_VERSION", "AgentConnection", "AgentError", "AgentNeedsLogin", "auth_env_vars", "auth_kind"]
 
 log = logging.getLogger(__name__)
-
-PROTOCOL_VERSION = 1
 
 
 class AgentError(Exception):
@@ -28,28 +30,6 @@ class AgentError(Exception):
 
 class AgentNeedsLogin(AgentError):
     pass
-
-
-def auth_kind(method: dict[str, Any]) -> str:
-    """An ``authMethods`` entry's kind: ``agent`` (the default), ``env_var`` or ``terminal``."""
-    kind = method.get("type") or "agent"
-    return kind if kind in ("agent", "env_var", "terminal") else str(kind)
-
-
-def auth_env_vars(method: dict[str, Any]) -> list[str]:
-    """The variables an ``env_var`` method names: ``varName``, ``vars[].name`` or ``_meta`` ``varName``/``vars``."""
-    names: list[str] = []
-    raw = method.get("_meta")
-    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    for source in (method, *(v for v in meta.values() if isinstance(v, dict)), meta):
-        single = source.get("varName") or source.get("var_name") or source.get("envVar")
-        if isinstance(single, str):
-            names.append(single)
-        for var in source.get("vars") or []:
-            name = var.get("name") if isinstance(var, dict) else var
-            if isinstance(name, str):
-                names.append(name)
-    return list(dict.fromkeys(names))
 
 
 class AgentConnection:
@@ -97,27 +77,46 @@ class AgentConnection:
         self._watch: asyncio.Task[None] | None = None
         #: when the agent last wrote anything on its stdout (monotonic clock)
         self.last_traffic = 0.0
+        #: what the client lends over this connection itself (MCP over ACP: ``channels/mcp_acp.py``), by id; a new
+        #: process starts with nothing lent (ids given to an earlier one are dead with it)
+        self.lent: dict[str, Any] = {}
 
-    # -- capabilities ----------------------------------------------------------------------------
+    # -- capabilities (read through ``v1``: the shapes live there) -------------------------------
     @property
     def agent_capabilities(self) -> dict[str, Any]:
-        return self.init_result.get("agentCapabilities") or {}
+        return v1.agent_capabilities(self.init_result)
+
+    @property
+    def agent_info(self) -> dict[str, Any] | None:
+        return v1.agent_info(self.init_result)
+
+    @property
+    def prompt_capabilities(self) -> dict[str, Any]:
+        return v1.prompt_capabilities(self.agent_capabilities)
 
     @property
     def supports_load(self) -> bool:
-        return bool(self.agent_capabilities.get("loadSession"))
+        return v1.supports_load(self.agent_capabilities)
 
     @property
     def supports_resume(self) -> bool:
-        return (self.agent_capabilities.get("sessionCapabilities") or {}).get("resume") is not None
+        return v1.session_capability(self.agent_capabilities, "resume")
 
     @property
     def supports_close(self) -> bool:
-        return (self.agent_capabilities.get("sessionCapabilities") or {}).get("close") is not None
+        return v1.session_capability(self.agent_capabilities, "close")
+
+    def supports_session(self, name: str) -> bool:
+        """``sessionCapabilities.NAME``: list, delete, additionalDirectories, resume, close; fork (unstable)."""
+        return v1.session_capability(self.agent_capabilities, name)
+
+    @property
+    def supports_logout(self) -> bool:
+        return v1.supports_logout(self.agent_capabilities)
 
     @property
     def mcp_capabilities(self) -> dict[str, Any]:
-        return self.agent_capabilities.get("mcpCapabilities") or {}
+        return v1.mcp_capabilities(self.agent_capabilities)
 
     @property
     def client_tools_modes(self) -> list[str]:
@@ -125,7 +124,7 @@ class AgentConnection:
 
     @property
     def auth_methods(self) -> list[dict[str, Any]]:
-        return list(self.init_result.get("authMethods") or [])
+        return v1.auth_methods(self.init_result)
 
     @property
     def alive(self) -> bool:
@@ -160,6 +159,7 @@ class AgentConnection:
             self.restarts += 1
         self.state = "starting"
         self.generation += 1
+        self.lent = {}
         self.process = AgentProcess(self.argv, self._env, self._cwd, stderr_bytes=self._stderr_bytes)
         try:
             reader, writer = await self.process.start()
@@ -181,11 +181,10 @@ class AgentConnection:
         try:
             result = await self.rpc.request(
                 "initialize",
-                {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "clientCapabilities": self._client_capabilities(self),
-                    "clientInfo": {"name": "jupyter-acp", "title": "Jupyter ACP", "version": __version__},
-                },
+                v1.initialize_params(
+                    self._client_capabilities(self),
+                    {"name": "jupyter-acp", "title": "Jupyter ACP", "version": __version__},
+                ),
                 timeout=self._start_timeout,
             )
         except TimeoutError:
@@ -197,11 +196,12 @@ class AgentConnection:
             self.last_error = f"agent {self.name!r} failed during initialize: {exc}"
             await self._fail()
             raise AgentError(self.last_error + self._tail_suffix()) from None
-        if not isinstance(result, dict) or result.get("protocolVersion") != PROTOCOL_VERSION:
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
-            self.last_error = f"agent {self.name!r} speaks ACP protocol version {version!r}; this client speaks 1"
+        refusal = v1.version_refusal(self.name, result)
+        if refusal is not None:  # negotiated, never assumed: another version ends the connection, both named
+            self.last_error = refusal
             await self._fail()
-            raise AgentError(self.last_error)
+            raise AgentError(refusal)
+        assert isinstance(result, dict)
         self.init_result = result
         self.state = "ready"
         self.last_error = None
@@ -283,6 +283,25 @@ class AgentConnection:
             raise AgentError(f"agent {self.name!r} refused the login {method_id!r}: {exc.message}") from None
         self.state = "ready"
         self.last_error = None
+
+    async def logout(self, *, timeout: float = 60.0) -> None:
+        """``logout`` (``agentCapabilities.auth.logout``): the agent forgets the account it works for; its next
+        ``session/new`` asks for a login (-32000), which the panel's login card answers."""
+        await self.ensure_started()  # whether it offers logout is known once it answered initialize
+        if not self.supports_logout:
+            raise AgentError(
+                f"agent {self.name!r} offers no logout (agentCapabilities.auth.logout); log out with the agent's "
+                "own command in a terminal"
+            )
+        assert self.rpc is not None
+        try:
+            await self.rpc.request("logout", {}, timeout=timeout)
+        except TimeoutError:
+            raise AgentError(f"agent {self.name!r} did not answer logout within {timeout:g} s") from None
+        except ConnectionClosed:
+            raise AgentError(self.describe_exit()) from None
+        except RpcError as exc:
+            raise AgentError(f"agent {self.name!r} refused to log out: {exc.message}") from None
 
     async def stop(self) -> None:
         async with self._lock:

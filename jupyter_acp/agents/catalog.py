@@ -1,8 +1,15 @@
 """Agent configuration: the defaults, and agents found on PATH; what an entry may say is ``spec.AgentSpec``.
 
-Agent commands come from configuration only (``c.JupyterACP.agents``), never from a request. ``AgentSpec`` (a pydantic
-model) is imported when first named (``catalog.AgentSpec`` still works): the route modules that import this one at
-the server's start need only ``KNOWN_AGENTS`` and ``detected_agents``.
+Agent commands come from configuration only (``c.JupyterACP.agents``), never from a request.
+
+``AgentSpec`` (a pydantic model, in ``spec``) is imported when first named here (``catalog.AgentSpec``): the route
+modules import this one at the server's start for ``KNOWN_AGENTS`` and ``detected_agents`` only, and pydantic is the
+one import the start-up measurably pays for. Importing ``spec`` after what the server has loaded by then costs
+90-160 ms of CPU (150-530 ms of wall time; five runs on the 2-core test machine) against the start's goal of 50 ms
+(``bench/cold.py --only start``; ``tests/test_startup.py`` holds it off the start). The checker never sees the
+lazy ``__getattr__`` (it is defined only when not type checking) but the names themselves, re-exported
+explicitly: a misspelt name from this module is an error, the same on a cold run and a warm one. Code that runs
+after the start imports them from ``spec``.
 """
 
 from __future__ import annotations
@@ -13,15 +20,17 @@ from typing import TYPE_CHECKING, Any
 from ..acp.process import resolve_command
 
 if TYPE_CHECKING:
-    from .spec import AgentSpec, Discovery, ToolChannel  # noqa: F401
+    from .spec import AgentSpec as AgentSpec
+    from .spec import Discovery as Discovery
+    from .spec import ToolChannel as ToolChannel
+else:
 
+    def __getattr__(name: str) -> Any:
+        if name in ("AgentSpec", "ToolChannel", "Discovery"):
+            from . import spec
 
-def __getattr__(name: str) -> Any:
-    if name in ("AgentSpec", "ToolChannel", "Discovery"):
-        from . import spec
-
-        return getattr(spec, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            return getattr(spec, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_agents() -> dict[str, AgentSpec]:

@@ -1,7 +1,8 @@
 """What litellm knows: its providers' key variables and models, asked in a subprocess.
 
 litellm takes seconds and a few hundred MB to import, and some providers' checks reach the network; the server
-never imports it (ARCHITECTURE 2.9).  ``python -m jupyter_acp.agents.litellm_catalog`` prints one JSON object:
+never imports it (its import would cost every server start that much, and
+its network checks would run in the server).  ``python -m jupyter_acp.agents.litellm_catalog`` prints one JSON object:
 ``{"provider_keys": {provider: [VAR, ...]}, "models": {provider: [model, ...]}}``; the server runs it once, off the
 event loop, with an environment holding no provider variable (so every provider's key shows as missing), and
 keeps the answer.
@@ -22,6 +23,7 @@ PER_PROVIDER = 200
 
 _cache: dict[str, Any] | None = None
 _lock: asyncio.Lock | None = None
+_lock_loop: asyncio.AbstractEventLoop | None = None
 
 
 def is_key_var(name: str) -> bool:
@@ -58,13 +60,31 @@ def collect() -> dict[str, Any]:  # pragma: no cover - runs in the subprocess
     return {"provider_keys": provider_keys, "models": models}
 
 
+#: the warm-up started by :func:`warm` (kept so the task is not collected while it runs)
+_warming: asyncio.Task[dict[str, Any]] | None = None
+
+
+def warm() -> None:
+    """Start reading the catalog in the background, once: the model form is about to be shown, and its Save checks
+    the key's variable against the catalog. The first read imports litellm in a subprocess (3-15 s, more on a busy
+    machine); started when the form's settings are asked for, it is done, or well under way, by the time the user
+    has typed a model and a key, instead of holding their Save."""
+    global _warming
+    loop = asyncio.get_running_loop()
+    if _cache is None and (_warming is None or _warming.get_loop() is not loop):
+        _warming = asyncio.ensure_future(catalog())
+
+
 async def catalog(timeout: float = 120.0) -> dict[str, Any]:
     """litellm's catalog (cached for the server's life); ``{}`` parts when litellm is missing or fails."""
-    global _cache, _lock
+    global _cache, _lock, _lock_loop
     if _cache is not None:
         return _cache
-    if _lock is None:
-        _lock = asyncio.Lock()
+    loop = asyncio.get_running_loop()
+    if _lock is None or _lock_loop is not loop:
+        # a lock serves one loop: a process that runs servers one after another (a test run) gets a fresh one, not
+        # one held forever by a read its earlier loop abandoned when it closed
+        _lock, _lock_loop = asyncio.Lock(), loop
     async with _lock:
         if _cache is not None:
             return _cache

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..acp.process import resolve_command
 
-ToolChannel = Literal["auto", "client-tools", "mcp-http", "mcp-stdio", "both", "none"]
+ToolChannel = Literal["auto", "client-tools", "mcp-http", "mcp-stdio", "mcp-acp", "both", "none"]
 Discovery = Literal["meta", "request"]
 
 

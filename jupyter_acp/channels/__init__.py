@@ -1,4 +1,4 @@
-"""Transports of the tool surface: the org.mini-me convention, loopback MCP over HTTP, a stdio shim.
+"""Transports of the tool surface: the org.mini-me convention, loopback MCP over HTTP, a stdio shim, MCP over ACP.
 
 Which one an agent gets is decided here, after ``initialize`` has said what the agent can do.
 """
@@ -33,6 +33,13 @@ class ToolGate(Protocol):
 CLIENT_TOOLS = "client-tools"
 MCP_HTTP = "mcp-http"
 MCP_STDIO = "mcp-stdio"
+#: the name the notebook's MCP server has in every agent's ``mcpServers`` (HTTP host and stdio shim alike): agents
+#: name its tools after it (``mcp__jupyter__client_edit_cell``, ``client_edit_cell (jupyter MCP Server)``, ...)
+MCP_SERVER_NAME = "jupyter"
+#: MCP over the ACP connection itself (unstable; ``mcp_acp.py``)
+MCP_ACP = "mcp-acp"
+#: the channels that lend the tools as an MCP server
+MCP_CHANNELS = frozenset({MCP_HTTP, MCP_STDIO, MCP_ACP})
 
 #: environment of the stdio shim: where the host listens and the session's bearer
 SHIM_URL_ENV = "JUPYTER_ACP_MCP_URL"
@@ -43,30 +50,31 @@ def choose_channels(configured: str, discovery: str, conn: AgentConnection) -> f
     """The channels that carry the tools to this agent.
 
     ``auto``: the client-tools convention when the agent acknowledges the configured discovery mode
-    (``client_tools_discovery``); else HTTP MCP when it
-    advertises it; else the stdio shim (every ACP agent must take stdio MCP servers).
-    ``mcpCapabilities`` alone is not trusted to rule HTTP out: configure ``mcp-http`` for agents
-    known to use it.
+    (``client_tools_discovery``); else MCP over the ACP connection when it advertises ``mcpCapabilities.acp`` (no
+    port, no bearer: the connection is the credential); else HTTP MCP when it advertises it; else the stdio shim
+    (every ACP agent must take stdio MCP servers).  ``mcpCapabilities`` alone is not trusted to rule HTTP out:
+    configure ``mcp-http`` for agents known to use it.
     """
-    http = bool(conn.mcp_capabilities.get("http"))
+    caps = conn.mcp_capabilities
+    mcp = MCP_ACP if caps.get("acp") else MCP_HTTP if caps.get("http") else MCP_STDIO
     if configured == "none":
         return frozenset()
     if configured == CLIENT_TOOLS:
         return frozenset({CLIENT_TOOLS})
-    if configured in (MCP_HTTP, MCP_STDIO):
+    if configured in (MCP_HTTP, MCP_STDIO, MCP_ACP):
         return frozenset({configured})
     if configured == "both":
-        return frozenset({CLIENT_TOOLS, MCP_HTTP if http else MCP_STDIO})
+        return frozenset({CLIENT_TOOLS, mcp})
     if discovery in conn.client_tools_modes:
         # the convention only when the agent acknowledged the very discovery mode we use (else it never learns the list)
         return frozenset({CLIENT_TOOLS})
-    return frozenset({MCP_HTTP if http else MCP_STDIO})
+    return frozenset({mcp})
 
 
 def stdio_shim_entry(url: str, bearer: str) -> dict[str, Any]:
     """A stdio MCP server entry (no ``type`` key: some agents skip typed stdio entries)."""
     return {
-        "name": "jupyter",
+        "name": MCP_SERVER_NAME,
         "command": sys.executable,
         "args": ["-m", "jupyter_acp.channels.mcp_stdio"],
         "env": [{"name": SHIM_URL_ENV, "value": url}, {"name": SHIM_BEARER_ENV, "value": bearer}],

@@ -8,10 +8,8 @@ the agent dies or the server stops; unknown and revoked bearers fail alike (401 
 ``WWW-Authenticate: Bearer``); the tool list is asked per request and re-checked at call time; errors
 are answers (``isError``), never transport errors; requests carrying a browser ``Origin`` are refused.
 
-The answers are plain dicts in MCP's wire shape: ``mcp.types`` (pydantic models) costs about 550 ms of
-CPU to import, which used to land on the event loop between ``initialize`` and ``session/new`` of the
-first MCP-channel session; the five shapes this host sends are pinned by tests that validate them
-against ``mcp.types`` (``tests/test_mcp_host.py``).
+What a message means (``initialize``, ``tools/list``, ``tools/call``, ...) is ``mcp_messages.py``'s, shared with MCP
+over ACP; this module is the transport: the listener, the bearers, the HTTP answers.
 """
 
 from __future__ import annotations
@@ -25,33 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from tornado import httpserver, netutil, web
 
-from .._version import __version__
 from ..protocol import codec
-from ..protocol.client_tools import call_ids
+from . import mcp_messages
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import ToolGate
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
-PREFERRED_VERSION = "2025-11-25"
+#: the channel's name in the gate's audit events
+CHANNEL = "mcp-http"
+
 UNAUTHORIZED = -32001
-SERVER_NAME = "jupyter"
-INSTRUCTIONS = (
-    "Tools of the Jupyter notebook this agent session is bound to: read its cells and outputs, edit them, "
-    "run them in the notebook's kernel, inspect the kernel's variables, see the user's selection. "
-    "Use these tools for anything in the notebook; never edit .ipynb files directly."
-)
-
-
-def instructions_for(session: Any | None) -> str:
-    """The MCP server's ``instructions``: the notebook context, without touching the user's prompt."""
-    if session is None:
-        return INSTRUCTIONS
-    return (
-        f"You are working inside the Jupyter notebook `{session.notebook}` (its folder: {session.cwd}). " + INSTRUCTIONS
-    )
 
 
 @dataclass
@@ -134,58 +117,16 @@ class McpToolHost:
         """The ``mcpServers`` entry handed to the agent in ``session/new``."""
         return {
             "type": "http",
-            "name": SERVER_NAME,
+            "name": mcp_messages.SERVER_NAME,
             "url": self.url,
             "headers": [{"name": "Authorization", "value": f"Bearer {bearer}"}],
         }
 
     # -- dispatch --------------------------------------------------------------------------------
     async def dispatch(self, grant: Grant, message: dict[str, Any]) -> dict[str, Any] | None:
-        """One JSON-RPC message in, its answer out (None for a notification)."""
-        req_id = message.get("id")
-        is_request = "id" in message and req_id is not None
-        if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
-            return _error(req_id, -32600, "Invalid Request")
-        if not is_request:
-            return None
-        method = message["method"]
-        params = message.get("params")
-        if params is not None and not isinstance(params, dict):
-            return _error(req_id, -32602, "Invalid params: params must be an object")
-        params = params or {}
-        session = self.gate.find_session(grant.session_id)
-        if method == "initialize":
-            asked = params.get("protocolVersion")
-            result: dict[str, Any] = {
-                "protocolVersion": asked if asked in SUPPORTED_VERSIONS else PREFERRED_VERSION,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "jupyter-acp", "version": __version__},
-                "instructions": instructions_for(session),
-            }
-        elif method == "ping":
-            return {"jsonrpc": "2.0", "id": req_id, "result": {}}
-        elif method == "tools/list":
-            result = {"tools": await self.gate.list_tools(session, "mcp-http") if session is not None else []}
-        elif method == "tools/call":
-            name = params.get("name")
-            arguments = params.get("arguments") or {}
-            if not isinstance(name, str) or not isinstance(arguments, dict):
-                return _error(req_id, -32602, "Invalid params: tools/call needs {name, arguments?}")
-            result = await self._call(session, name, arguments, params)
-        else:
-            return _error(req_id, -32601, f"Method not found: {method}")
-        return {"jsonrpc": "2.0", "id": req_id, "result": result}
-
-    async def _call(
-        self, session: Any | None, name: str, arguments: dict[str, Any], params: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Translation only: the gate decides (session, turn, arguments, policy, approval, audit)."""
-        if session is None:
-            from ..tools import error_result
-
-            return error_result("this notebook session is no longer open", kind="session_closed")
-        ids = call_ids(params.get("_meta"))
-        return await self.gate.call_tool(session, name, arguments, channel="mcp-http", ids=ids)
+        """One JSON-RPC message in, its answer out (None for a notification): MCP's own handling, shared with MCP over
+        ACP (``mcp_messages.py``), for the session this bearer was granted."""
+        return await mcp_messages.answer(self.gate, self.gate.find_session(grant.session_id), message, channel=CHANNEL)
 
 
 def _log_request(handler: web.RequestHandler) -> None:
@@ -199,13 +140,6 @@ def _log_request(handler: web.RequestHandler) -> None:
     if log.isEnabledFor(level):
         req = handler.request
         log.log(level, "%d %s %s %.2fms", status, req.method, req.path, 1000.0 * req.request_time())
-
-
-def _error(req_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return {"jsonrpc": "2.0", "id": req_id, "error": err}
 
 
 class McpHandler(web.RequestHandler):
@@ -235,25 +169,25 @@ class McpHandler(web.RequestHandler):
     def _not_allowed(self) -> None:
         self._reply(405, headers={"Allow": "POST"})
 
-    get = delete = put = patch = options = _not_allowed  # type: ignore[assignment]
+    get = delete = put = patch = options = _not_allowed
 
     async def post(self) -> None:
         if self.request.headers.get("Origin"):
             # a browser on this machine must not reach the agent's tools (DNS rebinding)
-            self._reply(403, _error(None, UNAUTHORIZED, "requests from browsers are refused"))
+            self._reply(403, mcp_messages.error(None, UNAUTHORIZED, "requests from browsers are refused"))
             return
         auth = self.request.headers.get("Authorization", "")
         grant = self.host.lookup(auth[7:].strip()) if auth.startswith("Bearer ") else None
         if grant is None:
-            self._reply(401, _error(None, UNAUTHORIZED, "Unauthorized"), {"WWW-Authenticate": "Bearer"})
+            self._reply(401, mcp_messages.error(None, UNAUTHORIZED, "Unauthorized"), {"WWW-Authenticate": "Bearer"})
             return
         try:
             message = codec.loads(self.request.body or b"")
         except ValueError as exc:
-            self._reply(200, _error(None, -32700, f"Parse error: {exc}"))
+            self._reply(200, mcp_messages.error(None, -32700, f"Parse error: {exc}"))
             return
         if not isinstance(message, dict):
-            self._reply(200, _error(None, -32600, "Invalid Request: batches are not supported"))
+            self._reply(200, mcp_messages.error(None, -32600, "Invalid Request: batches are not supported"))
             return
         answer = await self.host.dispatch(grant, message)
         if answer is None:

@@ -13,7 +13,7 @@ A request goes to the tab that most recently reported focus on that notebook; if
 tab that most recently reported any focus (focus paths go stale after renames), and the answer's own
 ``path`` is checked.
 
-Who may answer (issue 11, hole 4).  A tab's answers become what the agent reads ("the cells are ...",
+Who may answer.  A tab's answers become what the agent reads ("the cells are ...",
 "your insert succeeded"), so the bridge trusts only its own:
 
 * Opening the socket needs ``write`` on resource ``jupyter_acp`` (the Authorizer's word, as for

@@ -5,25 +5,31 @@
                                                 for this agent only; the agent restarts (only it)
 ``GET  /jupyter-acp/agents/NAME/models``        model suggestions from litellm (providers whose keys are present)
 ``POST /jupyter-acp/agents/NAME/authenticate``  {methodId}: the agent's own login (ACP ``authenticate``)
-``POST /jupyter-acp/agents/enable``             {name}: a DETECTED agent's catalog name, never a command; written to
-                                                the user's Jupyter config (0600) and usable at once
+``POST /jupyter-acp/agents/NAME/logout``        the agent's own logout (ACP ``logout``, where it offers it)
+``POST /jupyter-acp/agents/NAME/login-terminal`` {methodId}: the agent's ``terminal`` login started in a Jupyter
+                                                terminal (its argument list, its environment); answers its name
+``POST /jupyter-acp/agents/enable``             {name}: a DETECTED agent's catalog name, never a command; kept with
+                                                the user's own agents (``agents/user_agents.py``: apart from an admin's
+                                                presets, so both survive a restart) and usable at once
 
-Reading needs ``read`` on ``jupyter_acp``; every change ``write``; enabling an agent (a new command the server will
-run) also ``execute``.  Refusals name the rule and how to change it.
+Reading needs ``read`` on ``jupyter_acp``; every change ``write`` and ``execute`` (issue 23): each changes where an
+agent sends the user's data (model, API base, key, an agent's login, which may be to another account) or what the
+server runs (an agent's command, its login command), so a collaborator with ``write`` only, who may prompt and
+answer, cannot send the owner's key and prompts to a host of theirs (``BaseHandler.require_execute``).  Refusals
+name the rule and how to change it.
+
+What the server's admin fixed (``agents/admin.py``: the agents users may enable or log in to, the built-in agent's
+model form, provider keys kept on the server) is refused with the setting that fixed it, and answered as
+``fixed_by_admin`` (field -> reason) so that the panel greys the control and says why. No answer names the files
+that hold the settings (they hold keys): they are "stored on the server".
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shlex
-import stat
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from jupyter_core.paths import jupyter_config_dir
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
@@ -32,7 +38,7 @@ from ..acp.process import BASE_ENV, NEVER_PASS
 from ..agents import litellm_catalog
 from ..agents.catalog import KNOWN_AGENTS, detected_agents
 from ..agents.credentials import SettingsError
-from ..protocol.kernel_link import AUTH_RESOURCE
+from ..agents.user_agents import UserAgentsError
 from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, parse_body
 
 if TYPE_CHECKING:  # pydantic stays off the server's start
@@ -42,8 +48,8 @@ if TYPE_CHECKING:  # pydantic stays off the server's start
 NAME = r"(?P<name>[A-Za-z0-9_.-]{1,64})"
 #: the built-in agent's variables behind the form's fields
 MODEL_VAR, BASE_VAR = "JUPYTER_ACP_MODEL", "JUPYTER_ACP_API_BASE"
-#: the file ``POST /agents/enable`` writes, under the user's Jupyter config dir
-ENABLED_FILE = os.path.join("jupyter_server_config.d", "jupyter_acp_agents.json")
+#: what the answers say of where settings and enabled agents are kept (never a path: the files hold keys)
+STORED = "stored on the server"
 
 
 def is_builtin(spec: AgentSpec) -> bool:
@@ -56,31 +62,43 @@ def _unsafe_name(name: str) -> bool:
     return name in NEVER_PASS or name in BASE_ENV or name.startswith(("LD_", "DYLD_", "PYTHON", "JUPYTER_"))
 
 
-#: a variable name a terminal login may set (anything else is dropped: it would be shell syntax)
-SHELL_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
 def terminal_command(argv: list[str], method: dict[str, Any]) -> str:
-    """The shell line a ``terminal`` login method asks for: the agent's own configured command with the method's
-    args and env, every word quoted (an agent's args or values never become shell syntax; odd names are dropped)."""
-    raw = method.get("env")
-    extra: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    raw_args = method.get("args")
-    args = [str(a) for a in raw_args] if isinstance(raw_args, list) else []
-    env = [f"{k}={shlex.quote(str(v))}" for k, v in extra.items() if isinstance(k, str) and SHELL_VAR.match(k)]
-    return " ".join([*env, shlex.join([*argv, *args])])
+    """What the card shows of a ``terminal`` login: the agent's configured command with the method's args and env,
+    quoted, control characters escaped (it is shown, never typed: ``POST .../login-terminal`` starts it)."""
+    from ..sessions.terminals import login_terminal  # the tools' modules with it: off the server's start
+
+    return login_terminal.command_line(argv, method)
 
 
 class AgentHandler(BaseHandler):
     """One configured agent, by name."""
 
     def spec(self, name: str) -> AgentSpec:
-        spec = self.extensionapp.agent_specs.get(name)
+        spec: AgentSpec | None = self.extensionapp.agent_specs.get(name)
         if spec is None:
             raise web.HTTPError(404, f"no configured agent {name!r} (GET /jupyter-acp/agents lists them)")
         return spec
 
+    def fixed_by_admin(self, name: str, builtin: bool) -> dict[str, str]:
+        """What the admin fixed for this agent, field -> the reason (the panel greys those fields)."""
+        rules = self.extensionapp.admin_rules
+        fixed: dict[str, str] = {}
+        if builtin and (why := rules.model()):
+            fixed["model"] = fixed["api_base"] = why
+        if why := rules.keys():
+            fixed["key"] = why
+        if why := rules.agent(name, "logging in to"):
+            fixed["login"] = why
+        return fixed
+
+    def refuse(self, why: str | None) -> None:
+        """403 with the admin's reason, when there is one."""
+        if why:
+            raise web.HTTPError(403, why)
+
     def describe(self, name: str) -> dict[str, Any]:
+        from ..sessions.terminals import login_terminal  # the tools' modules with it: off the server's start
+
         app = self.extensionapp
         spec = self.spec(name)
         conn = self.hub.connections.get(name)
@@ -98,6 +116,10 @@ class AgentHandler(BaseHandler):
                 entry["vars"] = [v for v in auth_env_vars(m) if not _unsafe_name(v)]
             if kind == "terminal":
                 entry["command"] = terminal_command(spec.argv, m)
+                try:
+                    login_terminal.plan(name, spec.argv, m)
+                except login_terminal.LoginRefused as exc:
+                    entry["refused"] = str(exc)  # the card says why instead of offering the terminal
             methods.append(entry)
         builtin = is_builtin(spec)
         names = [MODEL_VAR, BASE_VAR] if builtin else []
@@ -106,6 +128,11 @@ class AgentHandler(BaseHandler):
         if builtin:
             names += [k for k in stored if k not in names]
         settings = app.agent_settings.describe(name, names, os.environ, spec.env)
+        fixed = self.fixed_by_admin(name, builtin)
+        unused = {k for k in app.agent_settings.values(name) if k not in app.usable_settings(stored)}
+        for var in unused:  # kept in the file, not used while the admin's rule holds
+            if settings.get(var) == "set":
+                settings[var] = "set, not used (fixed by admin)"
         return {
             "name": name,
             "builtin": builtin,
@@ -115,7 +142,10 @@ class AgentHandler(BaseHandler):
             "settings": settings,
             "auth_methods": methods,
             "state": conn.state if conn else "stopped",
-            "store": app.agent_settings.path,
+            # ACP ``logout`` is offered (known once the agent answered initialize): the card's "Log out"
+            "logout": bool(conn and conn.supports_logout),
+            "stored": STORED,
+            "fixed_by_admin": fixed,
         }
 
 
@@ -123,11 +153,15 @@ class SettingsHandler(AgentHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        self.send(self.describe(name))
+        described = self.describe(name)
+        if described.get("needs_model"):
+            litellm_catalog.warm()  # the model form is shown next: its Save should not wait for litellm's import
+        self.send(described)
 
     @web.authenticated
     @authorized
     async def post(self, name: str) -> None:
+        await self.require_execute(f"changing agent {name!r}'s settings (where it sends your prompts and keys)")
         spec = self.spec(name)
         body: SettingsBody = parse_body(self.request.body, SettingsBody)
         changes: dict[str, str | None] = {}
@@ -138,6 +172,13 @@ class SettingsHandler(AgentHandler):
                 f"model, api_base and key are settings of the built-in agent; agent {name!r} takes only the "
                 "variables its login methods name (env)",
             )
+        rules = self.extensionapp.admin_rules
+        if body.model is not None or body.api_base is not None:
+            self.refuse(rules.model())
+        if body.key is not None or body.key_env is not None or body.env:
+            self.refuse(rules.keys())
+        if body.env:
+            self.refuse(rules.agent(name, "logging in to"))
         if body.model is not None:
             changes[MODEL_VAR] = body.model.strip() or None
         if body.api_base is not None:
@@ -213,7 +254,9 @@ class AuthenticateHandler(AgentHandler):
     @web.authenticated
     @authorized
     async def post(self, name: str) -> None:
+        await self.require_execute(f"logging agent {name!r} in (the account it works for)")
         self.spec(name)
+        self.refuse(self.extensionapp.admin_rules.agent(name, "logging in to"))
         body: AuthenticateBody = parse_body(self.request.body, AuthenticateBody)
         conn = self.hub.connection(name)
         try:
@@ -231,14 +274,82 @@ class AuthenticateHandler(AgentHandler):
         self.send({**self.describe(name), "authenticated": True})
 
 
+class LogoutHandler(AgentHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        """The agent logs out of its account (ACP ``logout``); its sessions ask for a login when next opened.
+
+        Needs ``execute`` as logging in does: which account an agent works for is the owner's choice, and a
+        collaborator with ``write`` must not be able to drop it (then offer their own login on the card)."""
+        await self.require_execute(f"logging agent {name!r} out (the account it works for)")
+        self.spec(name)
+        # an agent the admin does not let users log in to is not theirs to log out of either (no way back)
+        self.refuse(self.extensionapp.admin_rules.agent(name, "logging out of"))
+        conn = self.hub.connection(name)
+        try:
+            await conn.ensure_started()  # whether it offers logout is known once it answered initialize
+            if not conn.supports_logout:
+                raise web.HTTPError(
+                    409,
+                    f"agent {name!r} offers no logout (agentCapabilities.auth.logout); log out with the agent's own "
+                    "command in a terminal",
+                )
+            await conn.logout()
+        except AgentError as exc:
+            raise web.HTTPError(502, str(exc)) from None
+        for session in self.hub._sessions_of(name):
+            self.hub.emit(
+                session,
+                "notice",
+                level="info",
+                text=f"logged out of agent {name!r}; it asks you to log in again when it next needs to",
+                phase="agent_logged_out",
+            )
+        self.send({**self.describe(name), "logged_out": True})
+
+
+class LoginTerminalHandler(AgentHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        """``{methodId}``: start the agent's ``terminal`` login in a Jupyter terminal (from its argument list, with the
+        agent's environment; ``sessions/terminals/login_terminal.py``) and answer its ``name``, which the panel opens."""
+        await self.require_execute(f"starting agent {name!r}'s login command in a terminal")
+        from ..sessions.terminals import login_terminal  # the tools' modules with it: off the server's start
+
+        spec = self.spec(name)
+        self.refuse(self.extensionapp.admin_rules.agent(name, "logging in to"))
+        body: AuthenticateBody = parse_body(self.request.body, AuthenticateBody)
+        conn = self.hub.connection(name)
+        try:
+            if not any(m.get("id") == body.methodId for m in conn.auth_methods):
+                await conn.ensure_started()  # its login methods are known once it answered initialize
+        except AgentError as exc:
+            raise web.HTTPError(400, str(exc)) from None
+        method = next((m for m in conn.auth_methods if m.get("id") == body.methodId), None)
+        if method is None:
+            offered = ", ".join(str(m.get("id")) for m in conn.auth_methods) or "none"
+            raise web.HTTPError(400, f"agent {name!r} offers no login method {body.methodId!r} (it offers: {offered})")
+        if auth_kind(method) != "terminal":
+            raise web.HTTPError(
+                400,
+                f"login method {body.methodId!r} of agent {name!r} is of type {auth_kind(method)!r}, not 'terminal' "
+                "(an 'agent' method is POST .../authenticate, an 'env_var' one POST .../settings {env})",
+            )
+        try:
+            started = login_terminal.start(self.hub, name, spec, method)
+        except login_terminal.LoginRefused as exc:
+            raise web.HTTPError(409 if exc.rule == "terminals_disabled" else 400, str(exc)) from None
+        self.send({"name": started.name, "reused": started.reused}, 200 if started.reused else 201)
+
+
 class EnableHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
         """Enable a known agent found on PATH: the entry is the catalog's, the command resolved now."""
-        allowed = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "execute", AUTH_RESOURCE))
-        if not allowed:
-            raise web.HTTPError(403, "enabling an agent (a new command the server runs) needs 'execute' on jupyter_acp")
+        await self.require_execute("enabling an agent (a new command the server runs)")
         body: EnableBody = parse_body(self.request.body, EnableBody)
         extra = sorted(set(body.model_extra or {}))
         if extra:
@@ -251,6 +362,9 @@ class EnableHandler(BaseHandler):
         name = body.name
         if name in app.agent_specs:
             raise web.HTTPError(409, f"agent {name!r} is already configured")
+        why = app.admin_rules.agent(name, "enabling")
+        if why:
+            raise web.HTTPError(403, why)
         found = detected_agents(app.agent_specs)
         if name not in found:
             why = "is not one of the known agents" if name not in KNOWN_AGENTS else "was not found on PATH"
@@ -260,37 +374,32 @@ class EnableHandler(BaseHandler):
                 f"{', '.join(sorted(found)) or 'none found now'}); install it, or add it to c.JupyterACP.agents",
             )
         entry = {k: KNOWN_AGENTS[name][k] for k in KNOWN_AGENTS[name] if k != "path"}
-        from ..agents.catalog import AgentSpec  # pydantic: imported by the background build, off the start
-
-        spec = AgentSpec.model_validate(entry)
-        path = write_enabled(name, entry)
-        app.agent_specs[name] = spec
-        self.log.info("jupyter_acp: agent %r enabled from the panel (%s), written to %s", name, spec.command, path)
-        self.send({"name": name, "entry": entry, "path": path, "agents": app.describe_agents()}, 201)
+        enable_entry(app, name, entry)
+        self.log.info(
+            "jupyter_acp: agent %r enabled from the panel (%s), kept with your agents", name, entry["command"]
+        )
+        self.send({"name": name, "entry": entry, "stored": STORED, "agents": app.describe_agents()}, 201)
 
 
-def write_enabled(name: str, entry: dict[str, Any]) -> str:
-    """Add ``entry`` to ``<jupyter config dir>/jupyter_server_config.d/jupyter_acp_agents.json`` (0600)."""
-    path = os.path.join(jupyter_config_dir(), ENABLED_FILE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    data: dict[str, Any] = {}
+def enable_entry(app: Any, name: str, entry: dict[str, Any]) -> None:
+    """Make ``entry`` the agent ``name``, now and at the next starts, kept with the user's own agents
+    (``agents/user_agents.py``: apart from an admin's presets, so both stay after a restart).
+
+    The one step "enable this entry": the panel's "Enable …" and a registry install both take it, so where enabled
+    agents are kept, and the admin's allow-list, are this function's business, not its callers'. Raises
+    ``HTTPError`` (403 naming the admin's setting, 500 when the file cannot be written)."""
+    from ..agents.catalog import AgentSpec  # pydantic: imported by the background build, off the start
+
+    why = app.admin_rules.agent(name, "enabling")
+    if why:
+        raise web.HTTPError(403, why)
+    spec = AgentSpec.model_validate(entry)
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        pass
-    except ValueError as exc:
-        raise web.HTTPError(500, f"{path} is not valid JSON ({exc}); fix or remove it, then enable again") from None
-    agents = data.setdefault("JupyterACP", {}).setdefault("agents", {})
-    agents[name] = entry
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    return path
+        app.user_agents.set(name, entry)
+    except UserAgentsError as exc:
+        raise web.HTTPError(500, f"{exc}; then enable again") from None
+    app.agent_specs[name] = spec
+    app.agent_origins[name] = "user"
 
 
 def handlers() -> list[tuple[str, type]]:
@@ -299,4 +408,6 @@ def handlers() -> list[tuple[str, type]]:
         (rf"/jupyter-acp/agents/{NAME}/settings", SettingsHandler),
         (rf"/jupyter-acp/agents/{NAME}/models", ModelsHandler),
         (rf"/jupyter-acp/agents/{NAME}/authenticate", AuthenticateHandler),
+        (rf"/jupyter-acp/agents/{NAME}/logout", LogoutHandler),
+        (rf"/jupyter-acp/agents/{NAME}/login-terminal", LoginTerminalHandler),
     ]

@@ -11,10 +11,12 @@ import importlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from ..acp.v1 import trace_meta
 from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.model import HubError
 
@@ -41,19 +43,19 @@ class LazyBody:
         return f"LazyBody({self.name!r})"
 
 
-if TYPE_CHECKING:  # the checker sees the models themselves
-    from .bodies import (
-        AuthenticateBody,
-        ConfigBody,
-        CurrentAgentBody,
-        EnableBody,
-        KernelPromptBody,
-        ModeBody,
-        OpenSessionBody,
-        PermissionBody,
-        PromptBody,
-        SettingsBody,
-    )
+if TYPE_CHECKING:  # the checker sees the models themselves (re-exported: the routes take them from here)
+    from .bodies import AuthenticateBody as AuthenticateBody
+    from .bodies import ConfigBody as ConfigBody
+    from .bodies import CurrentAgentBody as CurrentAgentBody
+    from .bodies import EnableBody as EnableBody
+    from .bodies import ForkBody as ForkBody
+    from .bodies import KernelPromptBody as KernelPromptBody
+    from .bodies import ModeBody as ModeBody
+    from .bodies import OpenSessionBody as OpenSessionBody
+    from .bodies import PermissionBody as PermissionBody
+    from .bodies import PromptBody as PromptBody
+    from .bodies import RegistryInstallBody as RegistryInstallBody
+    from .bodies import SettingsBody as SettingsBody
 else:
     OpenSessionBody = LazyBody("OpenSessionBody")
     PromptBody = LazyBody("PromptBody")
@@ -65,6 +67,8 @@ else:
     AuthenticateBody = LazyBody("AuthenticateBody")
     EnableBody = LazyBody("EnableBody")
     CurrentAgentBody = LazyBody("CurrentAgentBody")
+    RegistryInstallBody = LazyBody("RegistryInstallBody")
+    ForkBody = LazyBody("ForkBody")
 
 
 def parse_body(raw: bytes | None, model: Any) -> Any:
@@ -108,6 +112,20 @@ REQUEST_ID_CHARS = r"[0-9a-zA-Z_-]{1,64}"
 REQUEST_ID = rf"(?P<request_id>{REQUEST_ID_CHARS})"
 
 
+# -- the Authorizer, asked beyond the decorator -------------------------------------------------------------------------
+async def allowed(handler: Any, action: str) -> bool:
+    """Whether the Authorizer gives the handler's user ``action`` on ``jupyter_acp`` now (sockets ask again while they
+    live, routes ask for ``execute`` beyond the ``read`` / ``write`` of ``@authorized``)."""
+    return bool(
+        await ensure_async(handler.authorizer.is_authorized(handler, handler.current_user, action, AUTH_RESOURCE))
+    )
+
+
+def username(handler: Any) -> str:
+    user = handler.current_user
+    return str(getattr(user, "username", None) or getattr(user, "name", None) or "?")
+
+
 # -- the user routes' handler ----------------------------------------------------------------------------------------
 class BaseHandler(ExtensionHandlerMixin, APIHandler):
     if TYPE_CHECKING:  # pragma: no cover
@@ -119,7 +137,8 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
 
     @property
     def hub(self) -> SessionHub:
-        return self.extensionapp.hub
+        hub: SessionHub = self.extensionapp.hub
+        return hub
 
     def parse(self, model: Any) -> Any:  # a pydantic model or a base.LazyBody
         return parse_body(self.request.body, model)
@@ -137,6 +156,24 @@ class BaseHandler(ExtensionHandlerMixin, APIHandler):
     def send(self, payload: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(payload))
+
+    async def require_execute(self, doing: str) -> None:
+        """403 unless the user has ``execute`` on ``jupyter_acp``: for what changes where an agent sends the user's
+        data (model, API base, keys, logins) or what the server runs (an agent's command, its login command).
+        ``write`` lets a collaborator prompt and answer; it must not redirect the owner's key to another host."""
+        if not await allowed(self, "execute"):
+            raise web.HTTPError(
+                403,
+                f"{doing} needs 'execute' on resource 'jupyter_acp' (rule: changing where an agent sends data or what "
+                f"the server runs takes execute, not only write), which the Authorizer does not give user "
+                f"{username(self)!r}; ask the server's owner to grant execute on jupyter_acp, or to make the change",
+            )
+
+
+def request_trace(request: Any) -> dict[str, str] | None:
+    """The W3C trace context of a request to the server (its ``traceparent`` and ``tracestate`` headers), checked,
+    for the agent's ``params._meta``; nothing else of the request's headers ever reaches the agent."""
+    return trace_meta(request.headers.get("traceparent"), request.headers.get("tracestate"))
 
 
 def current_only(handler: web.RequestHandler) -> bool:

@@ -54,6 +54,11 @@ class ConfigBody(BaseModel):
     value: str | bool
 
 
+class ForkBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    turn_id: str = Field(min_length=1, max_length=64)
+
+
 class PermissionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     option_id: str = Field(min_length=1)
@@ -86,6 +91,13 @@ class AuthenticateBody(BaseModel):
 class EnableBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str = Field(min_length=1, max_length=64)
+
+
+class RegistryInstallBody(BaseModel):
+    """``POST jupyter-acp/registry/install``: a registry entry's id, never a command or a package."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z][a-z0-9-]{0,63}$")
 
 
 # -- the notebook's current agent (current_agent_routes.py) -------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import SESSION_ID, BaseHandler, hub_errors
+from .base import SESSION_ID, BaseHandler, ForkBody, hub_errors
 
 #: a conversation id: ours (hex), or one of the agent's own past sessions (``agent:`` and its session id, quoted);
 #: any other is matched too, so that the Authorizer answers first and the hub then says it is unknown (404)
@@ -75,15 +75,29 @@ class ConversationHandler(BaseHandler):
     @authorized
     @hub_errors
     async def delete(self, session_id: str, cid: str) -> None:
-        """Remove an earlier conversation and its events (not the current one)."""
-        removed = self.hub.delete_conversation(self.session(session_id), cid)
-        self.send({"deleted": cid, "events": removed})
+        """Remove an earlier conversation and its events (not the current one), and the agent's own copy where it
+        offers ``session/delete`` (``agent_deleted``; ``agent_error`` says why it kept it: ours is gone anyway)."""
+        outcome = await self.hub.delete_conversation(self.session(session_id), cid)
+        self.send({"deleted": cid, **outcome})
+
+
+class ForkHandler(BaseHandler):
+    @web.authenticated
+    @authorized
+    @hub_errors
+    async def post(self, session_id: str) -> None:
+        """``{turn_id}``: a new conversation of the notebook from the end of that turn of the current one (the
+        agent's ``session/fork`` where it offers it, else our transcript seeds it); the earlier one stays listed."""
+        body: ForkBody = self.parse(ForkBody)
+        session = await self.hub.fork_conversation(self.session(session_id), body.turn_id)
+        self.send(await self.described(session), 201)
 
 
 def handlers() -> list[tuple[str, Any]]:
     base = rf"/jupyter-acp/sessions/{SESSION_ID}/conversations"
     return [
         (base, ConversationsHandler),
+        (rf"/jupyter-acp/sessions/{SESSION_ID}/fork", ForkHandler),
         (rf"{base}/{CONVERSATION_ID}/events", ConversationEventsHandler),
         (rf"{base}/{CONVERSATION_ID}/resume", ConversationResumeHandler),
         (rf"{base}/{CONVERSATION_ID}", ConversationHandler),

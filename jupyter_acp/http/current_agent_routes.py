@@ -1,5 +1,5 @@
 """``/jupyter-acp/notebooks/current-agent?path=NB``: the notebook's current agent, the one fact the Agent panel and
-the ``%acp`` magic both follow (``sessions/current_agent.py``).  GET reads it (read), PUT ``{"agent": NAME}``
+the ``%acp`` magic both follow (``sessions/connections/current_agent.py``).  GET reads it (read), PUT ``{"agent": NAME}``
 changes it (write: a read-only user gets 403); the kernel's own way to it is ``kernel/current-agent``."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class CurrentAgentHandler(BaseHandler):
     @hub_errors
     async def get(self) -> None:
         """The notebook's current agent (``chosen``: false while it is on the configured default)."""
-        self.send(self.hub.current_agent_info(self.notebook()))
+        self.send(self.hub.current_agents.info(self.notebook()))
 
     @web.authenticated
     @authorized
@@ -31,7 +31,7 @@ class CurrentAgentHandler(BaseHandler):
         """Change it: the agent's session opens, every panel on the notebook switches, ``%%acp`` follows."""
         notebook = self.notebook()
         body: CurrentAgentBody = self.parse(CurrentAgentBody)
-        self.send(await self.hub.set_current_agent(notebook, body.agent, by=body.by))
+        self.send(await self.hub.current_agents.choose(notebook, body.agent, by=body.by))
 
 
 def handlers() -> list[tuple[str, type]]:

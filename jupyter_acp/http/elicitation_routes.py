@@ -1,4 +1,4 @@
-"""The user's answer to an agent's question (``elicitation/create``, see ``sessions/elicitations.py``).
+"""The user's answer to an agent's question (``elicitation/create``, see ``sessions/gate/elicitations.py``).
 
 ``POST /jupyter-acp/sessions/{sid}/elicitations/{id}`` with ``{"action": "accept" | "decline" | "cancel",
 "content"?: {...}}``: write access (a read-only user gets 403 from the Authorizer); an id of another session's
@@ -46,7 +46,7 @@ class ElicitationHandler(BaseHandler):
         action, content = parse_answer(self.request.body)
         user = self.current_user
         name = getattr(user, "username", None) or getattr(user, "name", None)
-        self.hub.answer_elicitation(self.session(session_id), eid, action, content, by=name)
+        self.hub.questions.answer(self.session(session_id), eid, action, content, by=name)
         self.send({"elicitation_id": eid, "action": action})
 
 

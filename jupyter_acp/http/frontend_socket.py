@@ -1,7 +1,9 @@
 """``/jupyter-acp/frontend/ws``: the labextension's end of the tab bridge (``frontend/bridge.py``).
 
 ``write`` on resource ``jupyter_acp``, not ``read``: a tab's answers are what the agent reads and believes
-(issue 11, hole 4). Each socket is bound to its user.
+(issue 11, hole 4). Each socket is bound to its user, and keeps only the rights that user still has: ``write`` is
+asked again at each message the tab sends and every ``JupyterACP.socket_recheck_interval`` seconds; a tab whose user
+lost it is no longer asked, and its socket is closed (1008, naming the rule; ``socket_rights.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from tornado import web, websocket
 
 from ..frontend import FrontendBridge, TabClient
 from ..protocol.kernel_link import AUTH_RESOURCE
+from .socket_rights import RecheckedRights
 
 
-class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
+class FrontendWebSocket(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
     """``/jupyter-acp/frontend/ws?clientId=<uuid>``: one per JupyterLab tab."""
 
     if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +34,8 @@ class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSock
 
     @property
     def bridge(self) -> FrontendBridge:
-        return self.extensionapp.tools.services.frontend
+        bridge: FrontendBridge = self.extensionapp.tools.services.frontend
+        return bridge
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
@@ -51,15 +55,23 @@ class FrontendWebSocket(ExtensionHandlerMixin, JupyterHandler, websocket.WebSock
         if res is not None:
             await res
 
-    def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def open(self, *args: Any, **kwargs: Any) -> None:
         self.set_nodelay(True)
         self._client = self.bridge.connect(self._client_id, self.write_message, self._username)
+        self.start_rechecks("write")
 
-    def on_message(self, message: str | bytes) -> None:
-        if self._client is not None:
+    async def on_message(self, message: str | bytes) -> None:
+        """A tab's message (focus, an answer), taken only while its user still has ``write``."""
+        if self._client is not None and await self.still_allowed("write"):
             self.bridge.on_message(self._client, message)
 
+    def rights_lost(self) -> None:
+        if self._client is not None:  # the agent no longer asks this tab
+            self.bridge.disconnect(self._client)
+            self._client = None
+
     def on_close(self) -> None:
+        self.stop_rechecks()
         if self._client is not None:
             self.bridge.disconnect(self._client)
             self._client = None

@@ -101,8 +101,8 @@ def start(app: JupyterACP) -> None:
     """Called once the server's URL is final: a fresh server secret, kernels hooked, the runtime file."""
     secret = secrets.token_bytes(32)
     url = kernel_url(app)
-    app._acp_kernel_secret = secret  # type: ignore[attr-defined]
-    app._acp_kernel_url = url  # type: ignore[attr-defined]
+    app._acp_kernel_secret = secret
+    app._acp_kernel_url = url
     # a token (or URL) inherited from elsewhere (this server started from another server's kernel)
     # is no business of our kernels: each gets its own below
     # (the KERNEL_* spelling too: a gateway start request copies every KERNEL_* variable of os.environ)
@@ -123,7 +123,7 @@ def start(app: JupyterACP) -> None:
         with os.fdopen(fd, "w") as fh:
             os.fchmod(fh.fileno(), 0o600)
             json.dump(info, fh)
-        app._acp_runtime_file = path  # type: ignore[attr-defined]
+        app._acp_runtime_file = path
     except OSError as exc:
         app.log.warning("jupyter_acp: could not write %s (%s); kernels rely on their environment", path, exc)
     app.log.info("jupyter_acp: kernels reach the agent sessions at %s (%%load_ext jupyter_acp)", url)
@@ -150,14 +150,14 @@ def hook_kernel_manager(app: JupyterACP) -> None:
                 kernel_id = km.new_kernel_id(**kwargs)
             base = kwargs.get("env")
             env = dict(base) if isinstance(base, dict) else dict(os.environ)
-            env[ENV_URL] = app._acp_kernel_url  # type: ignore[attr-defined]
+            env[ENV_URL] = app._acp_kernel_url
             env[ENV_TOKEN] = kernel_token(secret, kernel_id)
             kwargs["env"] = env
         return await ensure_async(original(*args, kernel_id=kernel_id, path=path, **kwargs))
 
     km.start_kernel = start_kernel
     km._acp_hooked = True
-    app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
+    app._acp_kernel_hook = (km, start_kernel)
 
 
 class RedactKernelTokens(logging.Filter):
@@ -189,7 +189,7 @@ def hook_gateway_manager(app: JupyterACP, km: Any) -> None:
         token = secrets.token_hex(32)
         base = kwargs.get("env")
         env = dict(base) if isinstance(base, dict) else {}
-        env[GATEWAY_ENV_URL] = app._acp_kernel_url  # type: ignore[attr-defined]
+        env[GATEWAY_ENV_URL] = app._acp_kernel_url
         env[GATEWAY_ENV_TOKEN] = token
         kwargs["env"] = env
         started = await ensure_async(original(*args, kernel_id=None, path=path, **kwargs))
@@ -201,7 +201,7 @@ def hook_gateway_manager(app: JupyterACP, km: Any) -> None:
 
     km.start_kernel = start_kernel
     km._acp_hooked = True
-    app._acp_kernel_hook = (km, start_kernel)  # type: ignore[attr-defined]
+    app._acp_kernel_hook = (km, start_kernel)
     log = getattr(km, "log", None)
     if isinstance(log, logging.Logger) and not any(isinstance(f, RedactKernelTokens) for f in log.filters):
         log.addFilter(RedactKernelTokens())
@@ -218,7 +218,7 @@ def unhook_kernel_manager(app: JupyterACP) -> None:
     if km is not None and km.__dict__.get("start_kernel") is hook:
         del km.start_kernel
         km._acp_hooked = False
-    app._acp_kernel_hook = (None, None)  # type: ignore[attr-defined]
+    app._acp_kernel_hook = (None, None)
 
 
 def stop(app: JupyterACP) -> None:
@@ -231,4 +231,4 @@ def stop(app: JupyterACP) -> None:
     secret = getattr(app, "_acp_kernel_secret", None)
     if secret:
         _gateway_tokens.pop(secret, None)
-    app._acp_kernel_secret = None  # type: ignore[attr-defined]
+    app._acp_kernel_secret = None

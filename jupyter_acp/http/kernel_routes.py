@@ -1,5 +1,15 @@
 """The kernel routes (``jupyter-acp/kernel/...``): the ``%acp`` magic's way in, each kernel only for its own
-notebook, checked with its own token (``kernel_link.py`` says how kernels get it)."""
+notebook, checked with its own token (``kernel_link.py`` says how kernels get it).
+
+Kernels reach the server directly: at its own URL (local kernels, on loopback or the host's address) or at
+``JupyterACP.kernel_server_url`` (a gateway's kernels, at the pod's address).  A request a proxy forwarded (JupyterHub's
+public URL ``/user/NAME/jupyter-acp/kernel/whoami``: the hub's proxy marks it ``X-Forwarded-For``) is nobody's
+kernel, so it is refused before its token is looked at (issue 23, hole 9): the proxy path is never needed, and this
+keeps the routes' token check off the public side.  Where kernels do come through a proxy (``kernel_server_url``
+behind one), ``JupyterACP.kernel_routes_through_proxy`` lets them.  The rule relies on the proxy marking what it
+forwards, as JupyterHub's configurable-http-proxy does by default (not with ``--no-x-forward``), Traefik does, and
+nginx where it is configured to; a request that is not marked still needs a kernel's own token.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +29,17 @@ from ..protocol.kernel_link import ENV_TOKEN, HEADER, KERNEL_HEADER, MAX_WAIT
 from ..sessions.context import cells_above_block
 from ..sessions.model import HubError
 from .base import REQUEST_ID, SESSION_ID, KernelPromptBody, http_error, parse_body
-from .kernel_link import kernel_token, start, stop  # noqa: F401 - the app starts and stops the link here
+from .kernel_link import kernel_token
+from .kernel_link import start as start  # the app starts and stops the link here
+from .kernel_link import stop as stop
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
     from ..sessions.hub import NotebookSession, SessionHub
 
 #: the extension app (``JupyterACP``), typed loosely: the routes never import the app
 JupyterACP = Any
+#: headers a proxy adds to what it forwards (de facto X-Forwarded-*, RFC 7239 Forwarded, nginx's X-Real-IP)
+PROXY_HEADERS = ("X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "X-Real-IP")
 
 
 # -- handlers -------------------------------------------------------------------------------------
@@ -46,10 +60,27 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
 
     @property
     def hub(self) -> SessionHub:
-        return self.extensionapp.hub
+        hub: SessionHub = self.extensionapp.hub
+        return hub
+
+    def check_direct(self) -> None:
+        """403 for a request a proxy forwarded (kernels reach the server directly), unless the setting allows it."""
+        if getattr(self.extensionapp, "kernel_routes_through_proxy", False):
+            return
+        marked = next((h for h in PROXY_HEADERS if h in self.request.headers), None)
+        if marked is not None:
+            raise web.HTTPError(
+                403,
+                f"the kernel routes serve kernels, which reach this server directly (at its own URL or "
+                f"JupyterACP.kernel_server_url), never through a proxy; this request came through one (it carries "
+                f"{marked}) (rule: no proxied kernel requests). If this server's kernels do reach it through a "
+                "proxy, set c.JupyterACP.kernel_routes_through_proxy = True",
+            )
 
     def check_secret(self) -> str:
-        """The calling kernel's id, once its token is checked against that id (403 otherwise)."""
+        """The calling kernel's id, once its token is checked against that id (403 otherwise); a proxied request
+        is refused first (:meth:`check_direct`)."""
+        self.check_direct()
         secret = getattr(self.extensionapp, "_acp_kernel_secret", None)
         if not secret:  # not started: nobody can hold a token, so refuse like a wrong one
             raise web.HTTPError(403, "the jupyter_acp kernel API is not started: no kernel secret exists")
@@ -152,7 +183,8 @@ class KernelHandler(ExtensionHandlerMixin, APIHandler):
         paths = await self.attachments(kernel_id)
         for kind, path in paths:
             if kind in (None, "notebook") and path:
-                return path
+                notebook: str = path
+                return notebook
         if paths:
             raise web.HTTPError(
                 409,
@@ -186,7 +218,7 @@ class WhoamiHandler(KernelHandler):
         kernel_id = self.check_secret()
         notebook = await self.notebook_of(self.get_query_argument("kernel_id", "") or kernel_id)
         sessions = [self.hub.describe(s) for s in self.hub.list(notebook)]
-        current = self.hub.current_agent(notebook)
+        current = self.hub.current_agents.current(notebook)
         self.send(
             {
                 "kernel_id": kernel_id,
@@ -208,7 +240,7 @@ class CurrentAgentHandler(KernelHandler):
         kernel_id = self.check_secret()
         notebook = await self.notebook_of(self.get_query_argument("kernel_id", "") or kernel_id)
         try:
-            self.send(self.hub.current_agent_info(notebook))
+            self.send(self.hub.current_agents.info(notebook))
         except HubError as exc:
             raise http_error(exc) from None
 
@@ -219,7 +251,7 @@ class CurrentAgentHandler(KernelHandler):
         data = self.body()
         notebook = await self.notebook_of(data.get("kernel_id") or kernel_id)
         try:
-            self.send(await self.hub.set_current_agent(notebook, data.get("agent"), by="magic"))
+            self.send(await self.hub.current_agents.choose(notebook, data.get("agent"), by="magic"))
         except HubError as exc:
             raise http_error(exc) from None
 
@@ -261,6 +293,7 @@ class PromptHandler(KernelHandler):
             turn_id = await self.hub.prompt(session, blocks)
         except HubError as exc:
             raise http_error(exc) from None
+        self.hub.store_now()  # the 202 says the turn started: its turn_started is stored first
         self.send({"turn_id": turn_id, "after": after, "session": self.hub.describe(session)}, 202)
 
 
@@ -295,6 +328,10 @@ class EventsHandler(KernelHandler):
                     "session": self.hub.describe(session),
                 }
             )
+            return
+        moved = self.hub.history_moved(session, after)
+        if moved is not None:  # the caller saw events this store never had: it is told, not held waiting
+            self.send({"events": [], "session": self.hub.describe(session), "history_moved": moved})
             return
         events = self.hub.events(session, after, limit)
         if not events and wait > 0:

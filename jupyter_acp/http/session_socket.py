@@ -17,11 +17,22 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web, websocket
 
+from ..acp.v1 import trace_meta
 from ..protocol import codec
 from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.model import HubError, encode
 from ..sessions.store_cap import cap_event
-from .base import REQUEST_ID_CHARS, PermissionBody, PromptBody, current_only, http_error
+from .base import (
+    REQUEST_ID_CHARS,
+    PermissionBody,
+    PromptBody,
+    allowed,
+    current_only,
+    http_error,
+    request_trace,
+    username,
+)
+from .socket_rights import RecheckedRights
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
     from ..sessions.hub import NotebookSession, SessionHub
@@ -32,18 +43,23 @@ log = logging.getLogger(__name__)
 FRAME_BYTES = 256 * 1024
 
 
-class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
+class StreamHandler(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHandler):
     """The same events live, replayed from ``after`` first: a reconnecting client loses nothing.
 
     Each message from the server is a JSON array of one or more events, in ``seq`` order, or a JSON object: the
-    answer to an operation the client sent on this socket (a warm turn costs no extra HTTP request):
+    answer to an operation the client sent on this socket (a warm turn costs no extra HTTP request), or, first,
+    ``{"history_moved": true, "after": A, "seq": S, "text": ...}`` when the client's ``after`` is past the server's
+    last seq S (the store it saw them from is not this one): the client drops what it holds and the replay that
+    follows is the server's history from the start.
 
-    - ``{"op": "prompt", "ref": R, "text": ...}`` (or ``"prompt": [blocks]``): as ``POST .../prompt``;
+    - ``{"op": "prompt", "ref": R, "text": ...}`` (or ``"prompt": [blocks]``): as ``POST .../prompt`` (its own
+      ``traceparent`` / ``tracestate`` keys, else the socket request's headers, go to the agent as ``_meta``);
     - ``{"op": "cancel", "ref": R}``: as ``POST .../cancel``;
     - ``{"op": "permission", "ref": R, "request_id": ..., "option_id": ...}``: as ``POST .../permissions/{id}``.
 
     Same validation, same hub calls as the routes, and the Authorizer asked for ``write`` at each operation (the
-    socket itself needs only ``read``). The answer is ``{"ref": R, "ok": true, ...what the route answers}`` or
+    socket itself needs only ``read``, asked again every ``JupyterACP.socket_recheck_interval`` seconds: a user who
+    lost it is closed out, 1008, ``socket_rights.py``). The answer is ``{"ref": R, "ok": true, ...what the route answers}`` or
     ``{"ref": R, "ok": false, "status": N, "error": "which rule refused, and how to change it"}``; a bad frame is
     answered so and the socket goes on serving. Operations run one after the other, in the order sent.
     """
@@ -59,7 +75,8 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
 
     @property
     def hub(self) -> SessionHub:
-        return self.extensionapp.hub
+        hub: SessionHub = self.extensionapp.hub
+        return hub
 
     async def pre_get(self) -> None:
         authorized_ = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE))
@@ -82,15 +99,26 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         if res is not None:
             await res
 
-    def open(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def open(self, *args: Any, **kwargs: Any) -> None:
         self.set_nodelay(True)  # small frames must not wait for delayed ACKs
-        replay, self._unsubscribe = self.hub.subscribe(self._session, self._after, self._deliver, current=self._current)
+        after = self._after
+        moved = self.hub.history_moved(self._session, after)
+        if moved is not None:
+            # the client holds events this server's store never had: it drops them and takes the server's history
+            # from the start (what follows is that replay, then live)
+            self._send(codec.dumps({"history_moved": True, **moved}))
+            after = 0
+        replay, self._unsubscribe = self.hub.subscribe(self._session, after, self._deliver, current=self._current)
         pinned = [e for e in replay if e.get("pinned")]
         if pinned:  # older than the page but still mattering: a frame of their own, first
             self._send_frames(pinned, [encode(e) for e in pinned])
             replay = replay[len(pinned) :]
         if replay:
             self._send_frames(replay, [encode(e) for e in replay])
+        self.start_rechecks("read")
+
+    def rights_lost(self) -> None:
+        self._drop()  # nothing more is delivered to a user who lost read
 
     def _deliver(self, events: list[dict[str, Any]], encoded: list[str]) -> None:
         """One frame per batch: a burst of 10,000 chunks costs a handful of frames, not 10,000."""
@@ -130,7 +158,8 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
 
     def _op_bytes(self) -> int:
         """The largest operation frame answered (as the prompt route bounds its body)."""
-        return self.extensionapp.max_prompt_bytes * 2 + 4096
+        most: int = self.extensionapp.max_prompt_bytes
+        return most * 2 + 4096
 
     async def on_message(self, message: str | bytes) -> None:
         """An operation (prompt, cancel, permission): answered with a frame carrying the request's ``ref``."""
@@ -154,7 +183,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
             run = self._ops.get(op) if isinstance(op, str) else None
             if run is None:
                 raise web.HTTPError(400, f"unknown op {str(op)[:40]!r}: send one of {', '.join(self._ops)}")
-            if not await ensure_async(self.authorizer.is_authorized(self, self.current_user, "write", AUTH_RESOURCE)):
+            if not await allowed(self, "write"):
                 raise web.HTTPError(
                     403,
                     f"{op} needs write access to jupyter_acp and the Authorizer gives this user read only; "
@@ -178,13 +207,19 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
         self._send(codec.dumps(answer))
 
     async def _op_prompt(self, session: NotebookSession, frame: dict[str, Any]) -> dict[str, Any]:
+        # the op's own trace context (``traceparent`` / ``tracestate`` keys, as the headers say them), else the
+        # socket's: one socket carries many prompts, each may be a trace of its own
+        parent, state = frame.pop("traceparent", None), frame.pop("tracestate", None)
+        trace = trace_meta(parent, state) if parent is not None else request_trace(self.request)
         body: PromptBody = _validated(PromptBody, frame)
         try:
             blocks = body.blocks()
         except ValueError as exc:
             raise web.HTTPError(400, str(exc)) from None
         self.extensionapp.check_prompt(blocks)
-        return {"turn_id": await self.hub.prompt(session, blocks)}
+        turn_id = await self.hub.prompt(session, blocks, user=username(self), trace=trace)
+        self.hub.store_now()  # an accepted prompt is a stored turn_started
+        return {"turn_id": turn_id}
 
     async def _op_cancel(self, session: NotebookSession, frame: dict[str, Any]) -> dict[str, Any]:
         if frame:
@@ -202,6 +237,7 @@ class StreamHandler(ExtensionHandlerMixin, JupyterHandler, websocket.WebSocketHa
     _ops: dict[str, Any] = {"prompt": _op_prompt, "cancel": _op_cancel, "permission": _op_permission}
 
     def on_close(self) -> None:
+        self.stop_rechecks()
         self._drop()
 
 

@@ -23,6 +23,8 @@ from .base import (
     PromptBody,
     current_only,
     hub_errors,
+    request_trace,
+    username,
 )
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
@@ -56,7 +58,7 @@ class SessionsHandler(BaseHandler):
     @hub_errors
     async def post(self) -> None:
         body: OpenSessionBody = self.parse(OpenSessionBody)
-        session = await self.hub.open_session(body.notebook, body.agent)
+        session = await self.hub.open_session(body.notebook, body.agent, trace=request_trace(self.request))
         self.send(await self.described(session), 201)
 
 
@@ -81,7 +83,8 @@ class PromptHandler(BaseHandler):
         except ValueError as exc:
             raise web.HTTPError(400, str(exc)) from None
         self.extensionapp.check_prompt(blocks)
-        turn_id = await self.hub.prompt(session, blocks)
+        turn_id = await self.hub.prompt(session, blocks, user=username(self), trace=request_trace(self.request))
+        self.hub.store_now()  # the 202 says the turn started: its turn_started is stored first
         self.send({"turn_id": turn_id}, 202)
 
 
@@ -181,7 +184,9 @@ def handlers() -> list[tuple[str, type]]:
     from .current_agent_routes import handlers as current_agent_handlers
     from .elicitation_routes import handlers as elicitation_handlers
     from .frontend_socket import FrontendWebSocket
+    from .registry_routes import handlers as registry_handlers
     from .revert import RevertHandler
+    from .review_routes import handlers as review_handlers
     from .session_socket import StreamHandler
 
     sid = SESSION_ID
@@ -204,4 +209,6 @@ def handlers() -> list[tuple[str, type]]:
         *agent_handlers(),  # set an agent up: settings, models, login, enable (agent_routes.py)
         *current_agent_handlers(),  # the notebook's current agent, panel and magic alike (current_agent_routes.py)
         *elicitation_handlers(),  # the user's answers to an agent's questions (elicitation_routes.py)
+        *registry_handlers(),  # agents from the ACP Agent Registry: list, install (registry_routes.py)
+        *review_handlers(),  # a turn's review and rewind, checkpoints, "Review after" (review_routes.py)
     ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -58,8 +59,6 @@ def summariser_source() -> str:
     """The summariser module's own source text: what the kernel runs."""
     global _SOURCE
     if _SOURCE is None:
-        import inspect
-
         _SOURCE = inspect.getsource(_summarise_module)
     return _SOURCE
 
@@ -330,6 +329,41 @@ class KernelBridge(KernelFacts):
             await ensure_async(self.km.interrupt_kernel(kernel_id))
         except Exception:
             log.exception("interrupting kernel %s failed", kernel_id)
+
+    # -- history and restarts (the run plan, client_kernel) -----------------------------------------
+    async def history(self, kernel_id: str, *, timeout: float = 10.0) -> dict[int, str]:
+        """What this kernel session ran, by execution count (``history_request``, range of the current
+        session, raw input): on a subshell when the kernel has them, so it answers while a cell runs."""
+        async with self._answers("reading the kernel's history", kernel_id):
+            conn = await self.connection(kernel_id)
+            sub = await conn.subshell()
+            content = {
+                "output": False,
+                "raw": True,
+                "hist_access_type": "range",
+                "session": 0,
+                "start": 1,
+                "stop": None,
+            }
+            reply = await conn.request("shell", "history_request", content, timeout=timeout, subshell_id=sub)
+            body = reply.get("content") or {}
+            if body.get("status", "ok") != "ok":
+                raise RuntimeError(f"the kernel refused its history: {body.get('evalue') or body.get('status')}")
+            out: dict[int, str] = {}
+            for entry in body.get("history") or []:
+                if isinstance(entry, (list, tuple)) and len(entry) >= 3 and isinstance(entry[1], int):
+                    out[entry[1]] = str(entry[2])
+            return out
+
+    async def restart(self, kernel_id: str) -> None:
+        """Restart the kernel through the server's kernel manager (a gateway's too); the connection made
+        to the old process is dropped (the next call makes a new one)."""
+        async with self._answers("restarting the kernel", kernel_id):
+            conn = self._conns.get(kernel_id)
+            if conn is not None:
+                conn._lose("the kernel was restarted by the agent (client_kernel); its variables are gone")
+            await ensure_async(self.km.restart_kernel(kernel_id))
+            await self.drop(kernel_id)
 
 
 def _debugger_rows(reply: dict[str, Any]) -> list[dict[str, Any]]:

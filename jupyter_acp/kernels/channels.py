@@ -27,8 +27,10 @@ from collections.abc import Callable
 from queue import Empty
 from typing import Any, Self
 
+from jupyter_client.session import Session
+
 from .gateway import gateway_client, is_gateway_manager
-from .messages import KernelTimeout, KernelUnavailable
+from .messages import KernelTimeout, KernelUnavailable, describe
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,6 @@ class KernelChannels:
         self.generation = None if self.remote else generation(manager)
         # Our own Session: clients made by ``manager.client()`` share the manager's session id, which
         # is also their ZMQ identity, so two of them in one process would steal each other's replies.
-        from jupyter_client.session import Session
-
         session = Session(key=manager.session.key, signature_scheme=manager.session.signature_scheme)
         self.client = gateway_client(manager, session) if self.remote else manager.client(session=session)
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -197,8 +197,6 @@ class KernelChannels:
         try:
             getattr(self.client, f"{channel}_channel").send(msg)
         except Exception as exc:
-            from .messages import describe
-
             self._lose(f"the WebSocket to the gateway is closed ({describe(exc)}); is the gateway still running?")
             raise KernelUnavailable(self.lost or "the WebSocket to the gateway is closed") from exc
 

@@ -27,7 +27,12 @@ def clip(text: str, budget: int) -> str:
 
 
 def output_from_msg(msg: dict[str, Any]) -> dict[str, Any]:
-    """An nbformat output from an iopub message (ZMQ or gateway WebSocket alike)."""
+    """An nbformat output from an iopub message (ZMQ or gateway WebSocket alike).
+
+    nbformat is imported here, at the first output: it imports jsonschema, whose format checkers build a grammar at
+    import (2.7-2.8 s of CPU in a process without it, three runs on the 2-core test machine). The server has it from
+    its start (jupyter_events); a kernel whose ``%acp`` runs the agent itself (``magic.local``) does not.
+    """
     import nbformat
 
     return dict(nbformat.v4.output_from_msg(msg))

@@ -92,6 +92,13 @@ def _follow(magics: Any, sid: str, turn_id: str, after: int, view: TurnView, tim
             except ServerGone as exc:
                 view.finish(f"the Jupyter server went away mid-answer; what arrived is shown above ({exc})")
                 raise ServerGone(f"the Jupyter server went away mid-answer: {exc}") from None
+            moved = res.get("history_moved")
+            if moved:  # the server's history is not the one this turn's events were in (its store was replaced)
+                view.finish(
+                    f"the server's history of this conversation moved ({moved.get('text') or 'its store changed'}); "
+                    "this turn is not in it any more. What arrived is shown above; %acp history shows the server's."
+                )
+                return
             if _show_events(magics, backend, sid, turn_id, res["events"], view, asked, cancelling, footer, seen):
                 return
         except KeyboardInterrupt:

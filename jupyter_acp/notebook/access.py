@@ -16,7 +16,7 @@ from jupyter_core.utils import ensure_async
 
 from .document import ORIGIN_PREFIX, Notebook, NotebookError
 from .file import FileNotebook
-from .live import LiveNotebook
+from .live import LiveIndex, LiveNotebook
 from .tab import TabNotebook
 
 log = logging.getLogger(__name__)
@@ -63,40 +63,21 @@ class NotebookAccess:
         self.frontend = frontend
         self._edits: dict[str, TurnEdits] = {}  # origin -> undo history
         self._order: list[str] = []
-        #: id(doc) -> [doc, subscription, version, cells or None]: reads skip the export while nothing changed
-        self._cells_cache: dict[int, list[Any]] = {}
+        #: id(doc) -> the document's kept cells and id map (least recently used first)
+        self._indexes: dict[int, LiveIndex] = {}
 
-    def cached_cells(self, doc: Any) -> list[dict[str, Any]]:
-        entry = self._cells_cache.pop(id(doc), None)
-        if entry is not None:
-            self._cells_cache[id(doc)] = entry  # least recently used goes first: a hit moves to the end
-        if entry is None or entry[0] is not doc:
-            if entry is not None:
-                self._unobserve(entry)
-            entry = [doc, None, 0, None]
-
-            def changed(_event: Any, entry: list[Any] = entry) -> None:
-                entry[3] = None
-
-            try:
-                entry[1] = doc.ydoc.observe(changed)
-            except Exception:
-                entry[1] = False  # cannot observe: never cache
-            self._cells_cache[id(doc)] = entry
-            while len(self._cells_cache) > self.cells_kept:
-                old = self._cells_cache.pop(next(iter(self._cells_cache)))
-                self._unobserve(old)
-        if entry[3] is None or entry[1] is False:
-            entry[3] = LiveNotebook.export(doc)
-        return entry[3]
-
-    @staticmethod
-    def _unobserve(entry: list[Any]) -> None:
-        try:
-            if entry[1]:
-                entry[0].ydoc.unobserve(entry[1])
-        except Exception:
-            pass
+    def live_index(self, doc: Any) -> LiveIndex:
+        """The kept cells of a live document (``live.LiveIndex``), one per document, the few last used kept."""
+        index = self._indexes.pop(id(doc), None)
+        if index is not None and index.doc is not doc:  # a recycled id: another document
+            index.close()
+            index = None
+        if index is None:
+            index = LiveIndex(doc)
+            while len(self._indexes) >= self.cells_kept:
+                self._indexes.pop(next(iter(self._indexes))).close()
+        self._indexes[id(doc)] = index  # a hit moves to the end
+        return index
 
     @property
     def ydoc_ext(self) -> Any:
@@ -137,6 +118,19 @@ class NotebookAccess:
         except Exception:
             log.debug("could not hand the YStore its config", exc_info=True)
         ext._jupyter_acp_ystore_configured = True
+
+    async def open_if_live(self, path: str) -> LiveNotebook | None:
+        """The live document of a notebook when a room already holds it (never creates one: reading another
+        notebook must not open a room whose autosave would then run), else None."""
+        if not self.rtc:
+            return None
+        try:
+            doc = await self.ydoc_ext.get_document(
+                path=path, content_type="notebook", file_format="json", copy=False, create=False
+            )
+        except Exception:
+            return None
+        return LiveNotebook(path, doc, self) if doc is not None else None
 
     async def open(self, path: str) -> Notebook:
         if self.rtc:
@@ -279,11 +273,10 @@ class NotebookAccess:
             key = origin.rsplit(":", 1)[1]
             turns.append(None if key == "-" else key)
             if cell.inserted:
-                for i, c in enumerate(entry.doc.ycells):
-                    if c.get("id") == cell_id:
-                        with entry.doc.ydoc.transaction(origin=REVERT_ORIGIN):
-                            del entry.doc.ycells[i]
-                        break
+                found = self.live_index(entry.doc).lookup(cell_id)
+                if found is not None:
+                    with entry.doc.ydoc.transaction(origin=REVERT_ORIGIN):
+                        del entry.doc.ycells[found[0]]
             elif cell.undo is not None:
                 while cell.undo.can_undo():
                     cell.undo.undo()
@@ -301,12 +294,9 @@ class NotebookAccess:
                 n += 1
         return {"cell_id": cell_id, "accepted": n}
 
-    @staticmethod
-    def _source_of(doc: Any, cell_id: str) -> str | None:
-        for c in doc.ycells:
-            if c.get("id") == cell_id:
-                return str(c.get("source", ""))
-        return None
+    def _source_of(self, doc: Any, cell_id: str) -> str | None:
+        found = self.live_index(doc).lookup(cell_id)
+        return None if found is None else str(found[1].get("source", ""))
 
     def turns_with_edits(self, session_id: str) -> list[str]:
         prefix = f"{ORIGIN_PREFIX}:{session_id}:"

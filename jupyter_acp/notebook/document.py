@@ -17,7 +17,11 @@ origin tag and new cell ids.  The backends have a module each (``live``, ``tab``
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+#: ``stamping.Stamp`` as the base class sees it (``provenance`` imports this module, so this one does not import it)
+Stamp = Callable[..., Any]
 
 ORIGIN_PREFIX = "jupyter_acp"
 
@@ -42,6 +46,7 @@ class Notebook:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._positions: tuple[list[dict[str, Any]], dict[Any, int]] | None = None
 
     # reads
     def cells(self) -> list[dict[str, Any]]:
@@ -58,15 +63,37 @@ class Notebook:
             f"no cell with id {cell_id!r} in {self.path}; call client_notebook_outline for the current ids"
         )
 
-    # writes: each is one change of the document, tagged with ``origin``
-    async def insert(self, index: int, cell: dict[str, Any], origin: str) -> None:
+    def cell(self, cell_id: str) -> tuple[int, dict[str, Any]]:
+        """(index, the cell's dict) of one cell: the live backend finds it in constant time; the others map their
+        cells once per list (a call that asks for many cells does not scan for each)."""
+        cells = self.cells()
+        kept = self._positions
+        if kept is None or kept[0] is not cells:
+            positions: dict[Any, int] = {}
+            for i in range(len(cells) - 1, -1, -1):  # with duplicate ids, the first wins (as find)
+                positions[cells[i].get("id")] = i
+            kept = self._positions = (cells, positions)
+        at = kept[1].get(cell_id)
+        if at is None:
+            raise NotebookError(
+                f"no cell with id {cell_id!r} in {self.path}; call client_notebook_outline for the current ids"
+            )
+        return at, cells[at]
+
+    # writes: each is one change of the document, tagged with ``origin``; ``stamp``: the change's provenance entry,
+    # written into the cell's metadata with the change itself (``stamping.py``)
+    async def insert(self, index: int, cell: dict[str, Any], origin: str, stamp: Stamp | None = None) -> None:
         raise NotImplementedError
 
-    async def set_source(self, cell_id: str, source: str, origin: str) -> None:
+    async def set_source(self, cell_id: str, source: str, origin: str, stamp: Stamp | None = None) -> None:
         raise NotImplementedError
 
     async def delete(self, cell_ids: list[str], origin: str) -> None:
         raise NotImplementedError
 
-    async def move(self, cell_id: str, to_index: int, origin: str) -> None:
+    async def move(self, cell_id: str, to_index: int, origin: str, stamp: Stamp | None = None) -> None:
+        raise NotImplementedError
+
+    async def clear_outputs(self, cell_ids: list[str], origin: str) -> None:
+        """Empty the outputs and the execution counts of these cells (code cells), as one change."""
         raise NotImplementedError

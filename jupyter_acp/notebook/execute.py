@@ -17,6 +17,8 @@ from ..kernels import KernelBridge, KernelTimeout, KernelUnavailable, output_fro
 from .document import Notebook, NotebookError
 from .file import FileNotebook
 from .live import LiveNotebook
+from .provenance import add_to_ycell
+from .stamping import Stamp
 from .tab import TabNotebook
 
 log = logging.getLogger(__name__)
@@ -27,9 +29,10 @@ EXEC_ORIGIN = "jupyter_acp:execute"
 class _LiveSink:
     """Writes outputs into one cell of the live document, merging consecutive streams."""
 
-    def __init__(self, nb: LiveNotebook, cell_id: str) -> None:
+    def __init__(self, nb: LiveNotebook, cell_id: str, stamp: Stamp | None = None) -> None:
         self.doc = nb.doc
         _, self.ycell = nb.ycell(cell_id)
+        self.stamp = stamp
 
     def txn(self) -> Any:
         return self.doc.ydoc.transaction(origin=EXEC_ORIGIN)
@@ -39,6 +42,8 @@ class _LiveSink:
             self.ycell["outputs"].clear()
             self.ycell["execution_count"] = None
             self.ycell["execution_state"] = "running"
+            if self.stamp is not None:  # who ran it, in the run's first transaction
+                add_to_ycell(self.ycell, self.stamp("ran"), origin=EXEC_ORIGIN)
 
     def output(self, out: dict[str, Any]) -> None:
         outputs = self.ycell["outputs"]
@@ -72,18 +77,25 @@ class _LiveSink:
 
 
 async def execute_cell(
-    bridge: KernelBridge, kernel_id: str, nb: Notebook, cell_id: str, *, timeout: float = 60.0
+    bridge: KernelBridge,
+    kernel_id: str,
+    nb: Notebook,
+    cell_id: str,
+    *,
+    timeout: float = 60.0,
+    stamp: Stamp | None = None,
 ) -> dict[str, Any]:
     """Run one code cell; answer {cell_id, status, execution_count, outputs[, timeout]}.
 
     Any kernel failure (dead, restarted, unreachable gateway, no answer) is raised as
-    ``KernelUnavailable`` with its reason; the cell's running state is ended either way."""
+    ``KernelUnavailable`` with its reason; the cell's running state is ended either way.  ``stamp``: who runs it
+    (an agent's turn), recorded in the cell's metadata when the run starts (``provenance.py``)."""
     index = nb.find(cell_id)
     cell = nb.cells()[index]
     if cell.get("cell_type") != "code":
         return {"cell_id": cell_id, "status": "skipped", "reason": f"a {cell.get('cell_type')} cell is not executed"}
     code = cell.get("source", "")
-    sink = _LiveSink(nb, cell_id) if isinstance(nb, LiveNotebook) else None
+    sink = _LiveSink(nb, cell_id, stamp) if isinstance(nb, LiveNotebook) else None
     outputs: list[dict[str, Any]] = []
     state: dict[str, Any] = {"count": None, "started": False}
 
@@ -133,7 +145,7 @@ async def execute_cell(
     status = res["status"]
     timed_out = status == "timeout"
     if isinstance(nb, FileNotebook):
-        await nb.set_outputs(cell_id, outputs, state["count"])
+        await nb.set_outputs(cell_id, outputs, state["count"], stamp if state["started"] else None)
     elif isinstance(nb, TabNotebook):
         try:
             await nb.frontend.request(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .document import Notebook, NotebookError
+from .provenance import add_to_cell
+from .stamping import Stamp
 
 
 class TabNotebook(Notebook):
@@ -33,14 +35,23 @@ class TabNotebook(Notebook):
         if isinstance(res, dict) and res.get("error"):
             raise NotebookError(f"the open tab refused the edit: {res['error']}")
 
-    async def insert(self, index: int, cell: dict[str, Any], origin: str) -> None:
+    async def insert(self, index: int, cell: dict[str, Any], origin: str, stamp: Stamp | None = None) -> None:
+        if stamp is not None:  # the tab's insert takes the cell's metadata with it
+            cell = {**cell, "metadata": dict(cell.get("metadata") or {})}
+            add_to_cell(cell, stamp("inserted"))
         await self._edit({"op": "insert", "index": index, "cell": cell})
 
-    async def set_source(self, cell_id: str, source: str, origin: str) -> None:
+    async def set_source(self, cell_id: str, source: str, origin: str, stamp: Stamp | None = None) -> None:
+        # the open tab's setSource carries no metadata: no provenance entry here (with RTC off and a tab open)
         await self._edit({"op": "setSource", "cellId": cell_id, "source": source})
 
     async def delete(self, cell_ids: list[str], origin: str) -> None:
         await self._edit({"op": "delete", "cellIds": cell_ids})
 
-    async def move(self, cell_id: str, to_index: int, origin: str) -> None:
+    async def move(self, cell_id: str, to_index: int, origin: str, stamp: Stamp | None = None) -> None:
         await self._edit({"op": "move", "cellId": cell_id, "toIndex": to_index})
+
+    async def clear_outputs(self, cell_ids: list[str], origin: str) -> None:
+        # the tab's own setOutputs (what an execution's outputs use), once per cell
+        for cid in cell_ids:
+            await self._edit({"op": "setOutputs", "cellId": cid, "outputs": [], "executionCount": None})

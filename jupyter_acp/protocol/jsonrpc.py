@@ -10,15 +10,19 @@ Rules:
 - each incoming request runs in its own task (an agent asks for tools *while* we await its answer);
 - a frame over ``max_frame_bytes`` is skipped up to the next newline and reported;
 - a line that is not JSON-RPC is reported and skipped; the connection goes on;
-- when the pipe closes, every pending request fails at once with ``ConnectionClosed``.
+- when the pipe closes, every pending request fails at once with ``ConnectionClosed``;
+- ``$/cancel_request`` (ACP, both ways) is handled here, as a JSON-RPC matter: a request of ours given up on (timed
+  out, or its awaiter cancelled) is announced to the peer, whose late answer is then dropped quietly; a request the
+  peer withdraws has its handler cancelled and is answered ``-32800`` (the spec: it must still be answered).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from . import codec
 
@@ -32,6 +36,33 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002
+REQUEST_CANCELLED = -32800
+
+#: ACP's generic cancellation (stable since schema 1.17), a notification either way: ``{"requestId": id}``
+CANCEL_REQUEST = "$/cancel_request"
+#: requests of ours given up on whose answers may still come, kept to drop them quietly (bounded: the oldest go)
+MAX_GIVEN_UP = 1024
+
+
+class _Served:
+    """One of the peer's requests as its handler's task sees it (``withdrawn_by_peer``)."""
+
+    __slots__ = ("withdrawn",)
+
+    def __init__(self) -> None:
+        self.withdrawn = False
+
+
+#: the request the current task serves (each request runs in a task of its own, with its own context)
+_serving_now: contextvars.ContextVar[_Served | None] = contextvars.ContextVar("jsonrpc_serving", default=None)
+
+
+def withdrawn_by_peer() -> bool:
+    """Inside a request's handler, on ``CancelledError``: whether the peer withdrew the request
+    (``$/cancel_request``), rather than the connection closing.  A card withdrawn says so; one whose agent exited
+    is resolved by the exit's own path, with its own reason."""
+    served = _serving_now.get()
+    return served is not None and served.withdrawn
 
 
 class RpcError(Exception):
@@ -65,6 +96,13 @@ class Handler(Protocol):
     def handle_notification(self, method: str, params: Any) -> None: ...
 
 
+class WithdrawalAware(Protocol):
+    """A handler that wants to know when the peer withdraws one of its requests (``$/cancel_request``), to say so
+    where the user sees it; the handler's task is cancelled either way."""
+
+    def request_withdrawn(self, method: str, params: Any) -> None: ...
+
+
 class JsonRpcConnection:
     """One JSON-RPC peer over a pair of asyncio streams."""
 
@@ -89,6 +127,14 @@ class JsonRpcConnection:
         self._next_id = 0  # ids below it were sent: a response to one no longer awaited is late, not unknown
         self._pending: dict[Any, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: the peer's requests being served, by id (``$/cancel_request`` names them), with their method and params;
+        #: those dispatched whose tasks have not run yet are only ``_queued``
+        self._serving: dict[Any, tuple[asyncio.Task[Any], str, Any, _Served]] = {}
+        self._queued: set[Any] = set()
+        #: ids of the peer's requests it withdrew: their handlers were cancelled and they are answered -32800
+        self._withdrawn: set[Any] = set()
+        #: ids of our requests given up on (announced with ``$/cancel_request``): their answers are expected, not odd
+        self._given_up: dict[Any, None] = {}
         self._reader_task: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
         self.close_reason: str | None = None
@@ -146,8 +192,35 @@ class JsonRpcConnection:
         self._send(msg)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
-        fut.add_done_callback(lambda _: self._pending.pop(req_id, None))  # answered, failed, cancelled or timed out
+        fut.add_done_callback(lambda f: self._settled(req_id, f))  # answered, failed, cancelled or timed out
         return fut
+
+    def _settled(self, req_id: Any, fut: asyncio.Future[Any]) -> None:
+        """A request of ours is done; one given up on here (cancelled, timed out) is announced to the peer."""
+        self._pending.pop(req_id, None)
+        if fut.cancelled() and not self._closed.is_set():
+            self._announce_cancel(req_id)
+
+    def _announce_cancel(self, req_id: Any) -> None:
+        self._given_up[req_id] = None
+        while len(self._given_up) > MAX_GIVEN_UP:
+            self._given_up.pop(next(iter(self._given_up)))
+        try:
+            self._send({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": req_id}})
+        except ConnectionClosed:
+            pass
+
+    def withdraw(self, fut: asyncio.Future[Any]) -> bool:
+        """Ask the peer to stop one of our requests (``$/cancel_request``) and keep awaiting its answer, which the
+        peer still owes (a result, or error -32800).  False when the request is no longer pending."""
+        req_id = next((k for k, v in self._pending.items() if v is fut), None)
+        if req_id is None or self._closed.is_set():
+            return False
+        try:
+            self._send({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": req_id}})
+        except ConnectionClosed:
+            return False
+        return True
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
         """Send a request and await its result; a JSON-RPC error raises ``RpcError``."""
@@ -247,9 +320,14 @@ class JsonRpcConnection:
                 return
             params = msg.get("params")
             if "id" in msg and msg["id"] is not None:
-                task = asyncio.ensure_future(self._serve_request(msg["id"], method, params))
+                req_id = msg["id"]
+                if _hashable(req_id):
+                    self._queued.add(req_id)  # a withdrawal may come before its task first runs
+                task = asyncio.ensure_future(self._serve_request(req_id, method, params))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+            elif method == CANCEL_REQUEST:
+                self._peer_cancelled(params)
             else:
                 try:
                     self._handler.handle_notification(method, params)
@@ -257,7 +335,10 @@ class JsonRpcConnection:
                     log.exception("%s: notification handler failed for %s", self._name, method)
             return
         if "id" in msg and ("result" in msg or "error" in msg):
-            fut = self._pending.get(msg["id"])
+            fut = self._pending.get(msg["id"]) if _hashable(msg["id"]) else None
+            if fut is None and _hashable(msg["id"]) and msg["id"] in self._given_up:
+                del self._given_up[msg["id"]]  # the answer owed to a request we gave up on: expected, dropped
+                return
             if fut is None:
                 rid = msg["id"]
                 late = type(rid) is int and 0 <= rid < self._next_id
@@ -279,17 +360,61 @@ class JsonRpcConnection:
             return
         self._on_bad_frame("ignored a JSON object that is neither a request, a notification nor a response")
 
+    def _peer_cancelled(self, params: Any) -> None:
+        """``$/cancel_request``: the peer no longer wants one of its requests; its handler is cancelled and the
+        request answered -32800.  An id not being served (answered already, never sent) changes nothing."""
+        req_id = params.get("requestId") if isinstance(params, dict) else None
+        if _hashable(req_id) and req_id in self._queued:
+            self._withdrawn.add(req_id)  # its task answers -32800 when it first runs, before any handler
+            return
+        if not _hashable(req_id) or req_id not in self._serving:
+            log.debug("%s: $/cancel_request for %r, which is not being served", self._name, req_id)
+            return
+        task, method, request_params, served = self._serving[req_id]
+        if task.done():
+            return
+        self._withdrawn.add(req_id)
+        served.withdrawn = True
+        task.cancel()
+        withdrawn = getattr(self._handler, "request_withdrawn", None)
+        if callable(withdrawn):
+            try:
+                withdrawn(method, request_params)
+            except Exception:
+                log.exception("%s: withdrawal handler failed for %s", self._name, method)
+
     async def _serve_request(self, req_id: Any, method: str, params: Any) -> None:
+        keyed = _hashable(req_id)
+        served = _Served()
+        _serving_now.set(served)  # this task's own context: its handler reads it (``withdrawn_by_peer``)
+        if keyed:
+            self._queued.discard(req_id)
+            self._serving[req_id] = (cast("asyncio.Task[Any]", asyncio.current_task()), method, params, served)
         try:
-            result = await self._handler.handle_request(method, params)
+            try:
+                if keyed and req_id in self._withdrawn:
+                    raise asyncio.CancelledError  # withdrawn before it started: no handler runs
+                result = await self._handler.handle_request(method, params)
+            finally:
+                if keyed:
+                    self._serving.pop(req_id, None)
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "result": result}
         except RpcError as exc:
             reply = {"jsonrpc": "2.0", "id": req_id, "error": exc.to_json()}
         except asyncio.CancelledError:
-            return
+            if not _hashable(req_id) or req_id not in self._withdrawn or self._closed.is_set():
+                return  # the connection is closing: nobody hears an answer
+            self._withdrawn.discard(req_id)
+            reply = {
+                "jsonrpc": "2.0",
+                "id": req_id,
+                "error": {"code": REQUEST_CANCELLED, "message": f"{method} was cancelled ($/cancel_request)"},
+            }
         except Exception as exc:
             log.exception("%s: handler for %s failed", self._name, method)
             reply = {"jsonrpc": "2.0", "id": req_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
+        if _hashable(req_id):
+            self._withdrawn.discard(req_id)  # a handler may finish despite the withdrawal: its answer goes
         if self._closed.is_set():
             return
         try:
@@ -297,6 +422,11 @@ class JsonRpcConnection:
             await self._drain()
         except ConnectionClosed:
             pass
+
+
+def _hashable(value: Any) -> bool:
+    """A JSON-RPC id we can key on (a string or a number; anything else is not a valid id)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
 async def serve_stdio(
@@ -320,6 +450,11 @@ async def serve_stdio(
 
         def handle_notification(self, method: str, params: Any) -> None:
             real.handle_notification(method, params)
+
+        def request_withdrawn(self, method: str, params: Any) -> None:
+            withdrawn = getattr(real, "request_withdrawn", None)
+            if callable(withdrawn):
+                withdrawn(method, params)
 
     conn = JsonRpcConnection(reader, writer, _Deferred(), max_frame_bytes=max_frame_bytes, on_bad_frame=on_bad_frame)
     real = make_handler(conn)

@@ -22,18 +22,20 @@ from ..agents.catalog import AgentSpec
 from ..protocol.paths import PathError, notebook_api_path
 from ..tools import ToolSurface
 from ..tools.files import FileRules
-from .agent_sessions import AgentSessions
-from .conversations import Conversations
-from .current_agent import CurrentAgents
-from .elicitations import Elicitations
-from .events import EventLog
-from .follow import ToolListFollower
-from .gate import Gate
-from .model import HubError, NotebookSession, PendingPermission, Subscriber, Turn, TurnTimeout, encode
-from .permissions import Permissions
+from .connections.agent_sessions import AgentSessions
+from .connections.current_agent import CurrentAgents
+from .connections.follow import ToolListFollower
+from .connections.turns import Turns
+from .gate.elicitations import Questions
+from .gate.gate import Gate
+from .gate.permissions import Permissions
+from .log.conversations import Conversations
+from .log.events import EventLog
+from .model import NO_RUN_END, HubError, NotebookSession, PendingPermission, Subscriber, Turn, TurnTimeout, encode
+from .review import ReviewService, ReviewStore
 from .store import SessionRecord, StoreError, TranscriptStore
-from .terminals import TerminalService
-from .turns import Turns
+from .store.lives import Lives
+from .terminals.terminals import TerminalService
 
 if TYPE_CHECKING:  # pragma: no cover
     from .settings import HubSettings
@@ -52,9 +54,16 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conversations, CurrentAgents):
+class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
     """The facade the routes and the app hold: the session registry and the lifecycle here; the event log,
-    agent sessions, turns and permissions in their own modules (mixins of one object, one state)."""
+    agent sessions, turns, permissions and conversations in their own modules (mixins of one object, one state,
+    declared to one another in ``hub_parts.py``); the gate, the terminals, the tool lists' follower, the agents'
+    questions and the current agents are services it holds, each taking a Protocol of what it uses of the hub."""
+
+    # the services, as the routes and the app use them (the parts see them through HubParts' narrower protocols)
+    gate: Gate
+    follower: ToolListFollower
+    questions: Questions
 
     def __init__(self, app: HubSettings, store: TranscriptStore, tools: ToolSurface) -> None:
         self.app = app
@@ -62,7 +71,6 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
         self.store = store
         self.tools = tools
         self.sessions: dict[str, NotebookSession] = {}
-        self.elicitations = {}  # questions of agents waiting for the user (elicitations.py)
         self._by_key: dict[tuple[str, str], NotebookSession] = {}
         self._by_acp: dict[tuple[str, str], NotebookSession] = {}
         self.connections: dict[str, AgentConnection] = {}
@@ -70,15 +78,38 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
         self._last_flush = 0.0
         self._dirty: set[NotebookSession] = set()
         self._store_failed: str | None = None
+        self._store_busy = False
         self._store_retry_at = 0.0
+        self._store_retry: asyncio.TimerHandle | None = None
+        #: sessions told about the store's current failure (each once)
+        self._store_told: set[str] = set()
+        #: sessions whose record the store refused (told once)
+        self._refused_records: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._closing = False
+        self.closing = False
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
         self._turn_slots: dict[str, asyncio.Semaphore] = {}
         #: the one gate every agent action passes
         self._file_rules: FileRules | None = None
         self.follower = ToolListFollower(self, kernel_wait=getattr(app, "kernel_start_wait", 10.0))
-        self.gate = Gate(self, tools.services.config if tools.services is not None else None)
+        #: turns' checkpoints, their review and rewind, and the provenance of agents' changes
+        self.review: ReviewService | None = None
+        services = tools.services
+        if services is not None:
+            store_path = getattr(store, "path", ":memory:")
+            review_path = (
+                os.path.join(os.path.dirname(os.path.abspath(store_path)), "review.sqlite")
+                if store_path != ":memory:" and not store_path.startswith("file:")
+                else ":memory:"
+            )
+            self.review = ReviewService(
+                self, services.notebooks, services.kernels, services.config, ReviewStore(review_path)
+            )
+        self.gate = Gate(self, services.config if services is not None else None, self.review)
+        #: the agents' questions to the user (``elicitation/create``)
+        self.questions = Questions(self)
+        #: each notebook's current agent (the panel's picker, ``%acp use``)
+        self.current_agents = CurrentAgents(self)
         #: agents' commands in Jupyter terminals (``terminal/*``)
         self.terminals = TerminalService(self)
         #: the server root's real path: a session belongs to a notebook of this root, and only its
@@ -86,9 +117,80 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
         self.root = os.path.realpath(self.serverapp.root_dir)
         store.max_event_bytes = app.max_event_bytes
         store.max_session_bytes = app.max_session_bytes
+        #: this server's life on the store (other servers may share it: ``store_lives.py``)
+        self.lives = Lives(store.path)
+        self.lives.claim()
+        last_words = self.lives.read_last_words()
         for rec in store.load_sessions(self.root):
-            rec.cwd = self.cwd_for(rec.notebook)  # recomputed at every load: always a folder of this root
-            self._add(NotebookSession(rec, store.last_seq(rec.id)))
+            self._load(rec, last_words.get(rec.id))
+        # what was said at load (turns the server died in, what a stop could not save) is stored before any
+        # client reads
+        self._flush()
+        if last_words and self._store_failed is None:
+            self.lives.forget_last_words()
+
+    def _load(self, rec: SessionRecord, lost: dict[str, Any] | None = None) -> NotebookSession:
+        """A stored session, in memory: its seq past every seq given out, its turns a dead server left open ended,
+        what an earlier stop could not save told."""
+        rec.cwd = self.cwd_for(rec.notebook)  # recomputed at every load: always a folder of this root
+        try:
+            last = self.store.last_seq(rec.id)
+        except StoreError as exc:
+            log.error("reading the transcript of %s failed: %s", rec.id, exc)
+            last = 0
+        session = NotebookSession(rec, last)
+        if rec.seq_reserved > last:
+            # a server may have sent events up to its reservation and not stored them (it was killed while the store
+            # failed; or it still runs): the next event's seq is past the reservation, never one a client may hold
+            session.run_end, session.next_start = last, rec.seq_reserved
+        self._add(session)
+        if lost:
+            self._tell_lost(session, lost)
+        if rec.owner and self.lives.alive(rec.owner):
+            return session  # another server on this store runs it: its turns are its own
+        try:
+            open_turns = self.store.open_turns(rec.id)
+        except StoreError as exc:
+            log.error("reading the turns of %s failed: %s", rec.id, exc)
+            open_turns = []
+        for _, turn_id, conversation in open_turns:
+            self._record(
+                session,
+                conversation,
+                "turn_ended",
+                turn_id=turn_id,
+                error="the server stopped during this turn (it was killed or crashed) before the agent finished; "
+                "what the agent said until then is above. Send the prompt again to go on.",
+                error_kind="server_lost",
+                tool_calls_served=0,
+                tool_channels=[],
+            )
+        return session
+
+    def _record(self, session: NotebookSession, conversation: int, type_: str, **data: Any) -> None:
+        """An event of an earlier conversation (``emit`` says it in the current one), stored at the next flush."""
+        session.seq += 1
+        if session.seq > session.run_end:  # as ``emit``: past the seqs an earlier server reserved
+            session.seq, session.run_end = session.next_start + 1, NO_RUN_END
+        event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
+        session.unsaved.append((event, encode(event), conversation))
+        self._dirty.add(session)
+
+    def _tell_lost(self, session: NotebookSession, lost: dict[str, Any]) -> None:
+        n = int(lost.get("events") or 0)
+        turns = [str(t) for t in lost.get("turns") or []]
+        which = f" of turn{'s' if len(turns) > 1 else ''} {', '.join(turns)}" if turns else ""
+        self.emit(
+            session,
+            "notice",
+            level="warning",
+            phase="store_lost",
+            events=n,
+            turns=turns,
+            text=f"{n} event{'s' if n != 1 else ''}{which} (seqs {lost.get('first')}-{lost.get('last')}) could not "
+            f"be kept: the transcript store failed ({lost.get('reason') or 'unknown'}) and the server stopped before "
+            "saving worked again. They were shown while the server ran; they are not in this history.",
+        )
 
     # -- sessions --------------------------------------------------------------------------------
     def _add(self, session: NotebookSession) -> None:
@@ -112,14 +214,17 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
         path = notebook_api_path(notebook)
         return [s for s in self.sessions.values() if s.notebook == path]
 
-    async def open_session(self, notebook: str, agent: str | None = None) -> NotebookSession:
+    async def open_session(
+        self, notebook: str, agent: str | None = None, *, trace: dict[str, str] | None = None
+    ) -> NotebookSession:
         """The session for (notebook, agent), created on first use; idempotent.  No agent: the notebook's
-        current agent (``current_agent.py``)."""
+        current agent (``current_agent.py``).  ``trace``: the request's W3C trace context, for the warm-up's
+        ``session/new`` ``_meta``."""
         try:
             path = notebook_api_path(notebook)
         except PathError as exc:
             raise HubError(str(exc), 400) from None
-        agent = agent or self.current_agent(path)
+        agent = agent or self.current_agents.current(path)
         if agent not in self.specs():
             raise HubError(f"no agent named {agent!r} is configured", 404)
         session = self._by_key.get((path, agent))
@@ -128,38 +233,63 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
             exists = await ensure_async(cm.file_exists(path))
             if not exists:
                 raise HubError(f"no notebook at {path!r}", 404)
-            now = time.time()
-            rec = SessionRecord(
-                id=uuid.uuid4().hex,
-                notebook=path,
-                agent=agent,
-                cwd=self.cwd_for(path),
-                created=now,
-                updated=now,
-                root=self.root,
-            )
-            self._save(rec)
-            session = NotebookSession(rec, 0)
-            self._add(session)
+            session = self._by_key.get((path, agent)) or self._adopt(path, agent) or self._create(path, agent)
         elif session.record.cwd != (cwd := self.cwd_for(path)):
             session.record.cwd = cwd  # recomputed at every open: the agent session (re)opens in this root
             self._save(session.record)
         if (
             session.acp_generation is None
             and session.setup_task is None
-            and not self._closing
+            and not self.closing
             and session.agent in self.specs()
         ):
             # warm up in the background: the agent starts while the user types
-            session.setup_task = self._spawn(self._warm_up(session))
+            session.setup_task = self.spawn(self.warm_up(session, trace))
+        return session
+
+    def _adopt(self, path: str, agent: str) -> NotebookSession | None:
+        """The session another server on this store created for (notebook, agent) since this one loaded: the same
+        conversation (one row per notebook and agent), never a second one."""
+        try:
+            rec = self.store.find_session(self.root, path, agent)
+        except StoreError as exc:
+            log.warning("looking the session up in the store failed: %s", exc)
+            return None
+        if rec is None or rec.id in self.sessions:
+            return None
+        session = self._load(rec)
+        self._schedule_flush()
+        return session
+
+    def _create(self, path: str, agent: str) -> NotebookSession:
+        now = time.time()
+        rec = SessionRecord(
+            id=uuid.uuid4().hex,
+            notebook=path,
+            agent=agent,
+            cwd=self.cwd_for(path),
+            created=now,
+            updated=now,
+            root=self.root,
+        )
+        session = NotebookSession(rec, 0)
+        try:
+            self.store.save_session(rec)
+        except StoreError as exc:
+            if exc.row:  # another server stored it between the look-up and this write: that one is the session
+                adopted = self._adopt(path, agent)
+                if adopted is not None:
+                    return adopted
+            session.record_dirty = True  # saved with its events once the store works
+            self._add(session)
+            self._store_failure(str(exc), busy=exc.busy, touched=[session])
+            return session
+        self._add(session)
+        self._schedule_flush()
         return session
 
     def _sessions_of(self, agent: str) -> builtins.list[NotebookSession]:
         return [s for s in self.sessions.values() if s.agent == agent]
-
-    async def approve(self, session: Any, action: Any, *, title: str, kind: str, preview: str = "") -> str:
-        """``ToolHost.approve``: a tool asks the one gate, with its own title and preview."""
-        return await self.gate.approve(session, action, title=title, kind=kind, preview=preview)
 
     def file_rules(self) -> FileRules:
         """What ``fs/*`` may touch (computed once: Jupyter's and IPython's folders, allow_hidden)."""
@@ -169,19 +299,21 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
 
     def cwd_for(self, path: str) -> str:
         km = self.serverapp.kernel_manager
-        return km.cwd_for_path(os.path.dirname(path)) if hasattr(km, "cwd_for_path") else self.serverapp.root_dir
+        cwd: str = km.cwd_for_path(os.path.dirname(path)) if hasattr(km, "cwd_for_path") else self.serverapp.root_dir
+        return cwd
 
     async def kernel_id_for(self, notebook: str) -> str | None:
         """The kernel currently attached to a notebook, asked at call time."""
         sm = self.serverapp.session_manager
         for s in await ensure_async(sm.list_sessions()):
             if s.get("path") == notebook and s.get("kernel"):
-                return s["kernel"]["id"]
+                kernel_id: str = s["kernel"]["id"]
+                return kernel_id
         return None
 
     def rename(self, old: str, new: str) -> None:
         """A renamed notebook keeps its conversation and its current agent; its cwd follows the new folder."""
-        self._rename_current_agents(old, new)
+        self.current_agents.rename(old, new)
         for session in list(self.sessions.values()):
             if session.notebook == old or session.notebook.startswith(old.rstrip("/") + "/"):
                 new_path = new + session.notebook[len(old) :]
@@ -193,32 +325,75 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
                 self.emit(session, "notice", text=f"notebook renamed to {new_path}; the conversation follows it")
 
     def _save(self, rec: SessionRecord) -> None:
-        try:
-            self.store.save_session(rec)
-            self._schedule_flush()
-        except StoreError as exc:
-            self._store_failure(str(exc))
+        """Save a session's record with its next flush (a refused record is said there, never blocking)."""
+        session = self.sessions.get(rec.id)
+        if session is None:
+            return
+        session.record_dirty = True
+        self._dirty.add(session)
+        self._schedule_flush()
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Run ``coro`` as a task of the hub: kept until it ends, cancelled and awaited when the hub stops."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     async def stop(self) -> None:
-        self._closing = True
+        self.closing = True
         await self.terminals.stop()
         for session in self.sessions.values():
             self._cancel_pending_permissions(session)
-            self._cancel_pending_elicitations(session, "the server is stopping")
+            self.questions.cancel_pending(session, "the server is stopping")
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(c.stop() for c in self.connections.values()), return_exceptions=True)
         if self.mcp_host is not None:
             self.mcp_host.stop()
-        self._flush()
+        if self.review is not None:
+            await self.review.stop()
+        self._flush()  # the last save attempt, whatever the retry timer says (closing)
+        if self._store_retry is not None:
+            self._store_retry.cancel()
+            self._store_retry = None
+        if self._store_failed is None:
+            self._release_reservations()
+        else:
+            self._last_words()
+        self.lives.release()
+
+    def _release_reservations(self) -> None:
+        """Everything is stored: give the unused reserved seqs back, so the next start goes on without a gap."""
+        try:
+            for session in self.sessions.values():
+                if session.reserved > session.seq and not session.held:
+                    self.store.release(session.id, session.seq, self.lives.id)
+            self.store.commit()
+        except StoreError as exc:  # the next start skips them: a gap, never a reuse
+            log.warning("could not give back the reserved seqs: %s", exc)
+
+    def _last_words(self) -> None:
+        """The store still fails at stop: write next to it what could not be kept, for the next start to tell."""
+        lost: dict[str, Any] = {}
+        for session in self.sessions.values():
+            if not session.unsaved:
+                continue
+            events = [e for e, _, _ in session.unsaved]
+            turns = list(dict.fromkeys(str(e["turn_id"]) for e in events if e.get("turn_id")))
+            lost[session.id] = {
+                "events": len(events),
+                "turns": turns,
+                "first": events[0]["seq"],
+                "last": events[-1]["seq"],
+                "reason": self._store_failed,
+            }
+        if lost:
+            n = sum(v["events"] for v in lost.values())
+            log.error("transcript store still fails at stop: %d events of %d sessions could not be kept", n, len(lost))
+            self.lives.write_last_words(lost)
 
     def kill_agents_now(self) -> None:
         for conn in self.connections.values():
@@ -239,8 +414,20 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Elicitations, Conv
             "config_options": session.config_options,
             "pending_permissions": list(session.pending_permissions),
             "pending_elicitations": [
-                k for k, p in self.elicitations.items() if p.session_id == session.id and not p.answered
+                k for k, p in self.questions.pending.items() if p.session_id == session.id and not p.answered
             ],
             "always_allowed": sorted(session.always_allowed),
+            # the session's own policy ("review": Review after), None when the configuration's applies
+            "policy": self.review.session_policy(session.id) if self.review is not None else None,
             "tool_channels": sorted(session.channels),
+            # what the admin does not let users pick here, with the reason: the panel greys it
+            "fixed_by_admin": self.fixed_by_admin(),
+        }
+
+    def fixed_by_admin(self) -> dict[str, Any]:
+        rules = self.app.admin_rules
+        return {
+            "options": {k: why for k in ("allow_always", "reject_always") if (why := rules.option(k))},
+            "modes": rules.forbidden_modes(),
+            "policies": {p: why for p in ("review",) if (why := rules.policy(p))},
         }

@@ -39,6 +39,9 @@ class PendingPermission:
     #: the tool call as the user saw it on the card (matched against the agent's later call)
     tool_call: dict[str, Any] = field(default_factory=dict)
     source: str = "agent"
+    #: an agent's request asked on the project's own card: what its "allow" grants at the gate
+    #: (``approvals.OwnCardGrant``; None for every other request, matched by ``tool_call`` instead)
+    grants: Any = None
 
 
 @dataclass
@@ -52,12 +55,28 @@ class Turn:
     #: what the agent showed of its own tool calls, by id (see ``sessions.gate``)
     seen_calls: dict[str, Any] = field(default_factory=dict)
     #: agent permission requests the user allowed, each good for one matching call of ours
-    agent_approvals: list[Any] = field(default_factory=list)
+    agent_approvals: list[Any] = field(default_factory=list)  # approvals.AgentApproval (the gate's own type)
+    #: more cards than ``seen_calls`` keeps were shown: a card not kept is never an approval
+    cards_overflowed: bool = False
+    #: tool name -> the agent's card id of a question about it answered for the user (no arguments in it): the
+    #: gate's own question about that tool's next call is asked on that card (``own_tools.py``)
+    answered_for_agent: dict[str, str] = field(default_factory=dict)
+    #: bytes of files read (or reserved by reads under way) this turn, against ``JupyterACP.max_read_bytes_per_turn``
+    read_bytes: int = 0
     #: requests of the agent we are serving now (tool calls, files): the agent waits on us, not hangs
     serving: int = 0
+    #: the prompt's text and the user who sent it: what the provenance of the turn's changes records
+    prompt: str = ""
+    user: str | None = None
+    #: W3C trace context of the request that started the turn (``acp.v1.trace_meta``): the prompt's ``_meta``
+    trace: dict[str, str] | None = None
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
+
+
+#: ``NotebookSession.run_end`` of a reservation that is one run
+NO_RUN_END = 1 << 62
 
 
 class NotebookSession:
@@ -76,6 +95,20 @@ class NotebookSession:
         self.merged_chars = 0
         #: events (their JSON, their conversation's number) sent out but not yet in the store: only while it fails
         self.unsaved: list[tuple[dict[str, Any], str, int]] = []
+        #: the highest seq reserved in the store for this server (``TranscriptStore.reserve``): nothing past it is
+        #: sent, so a seq a client holds is never given to another event, whatever stops the server
+        self.reserved = last_seq
+        #: the last seq of the current run of reserved seqs and where the next run starts (another server on the
+        #: store reserved the seqs between); NO_RUN_END while the reservation is one run
+        self.run_end = NO_RUN_END
+        self.next_start = 0
+        #: events past ``reserved`` while the store fails: stored, then sent, once it works again
+        self.held: list[tuple[dict[str, Any], str]] = []
+        #: events the store refused row by row (not the store failing: another row saves): kept in memory for
+        #: replays while this server runs, said in a notice
+        self.quarantined: list[dict[str, Any]] = []
+        #: the session's record needs saving (a change not stored yet)
+        self.record_dirty = False
         #: generation of the agent connection the ACP session lives in (None: must be (re)opened)
         self.acp_generation: int | None = None
         self.replaying = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..agents.admin import AdminRules
 from ..agents.catalog import AgentSpec
 
 
@@ -32,4 +33,9 @@ class HubSettings(Protocol):
     @property
     def default_agent_name(self) -> str: ...
 
+    @property
+    def admin_rules(self) -> AdminRules: ...
+
     def agent_env(self, spec: AgentSpec) -> dict[str, str]: ...
+
+    def user_mcp_servers(self, conn: Any) -> list[dict[str, Any]]: ...

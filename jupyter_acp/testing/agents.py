@@ -16,11 +16,14 @@ Behaviours:
   login         advertise one auth method of each kind (``agent`` "login", ``env_var`` "api-key" naming
                 SCRIPTED_API_KEY, ``terminal`` "terminal-login" with ``--do-login``, this one only when the client
                 advertised ``auth.terminal``); session/new answers -32000 until ``authenticate`` "login" was
-                called, SCRIPTED_API_KEY is set, or --login-file exists (``--do-login`` writes it and exits)
+                called, SCRIPTED_API_KEY is set, or --login-file exists (``--do-login`` writes it and exits);
+                it offers ``logout`` (``auth.logout``), after which session/new and prompts answer -32000 again
   exit_at_init  exit before answering initialize
   resumable     like stream, and advertise session/resume (accepts any earlier id)
   loadable      like stream, and advertise loadSession (replays one chunk per earlier prompt)
   bad_version   answer initialize with protocol version 99
+  v2_draft      answer initialize as the v2 draft does (protocol version 2, ``info`` and ``capabilities``)
+  no_version    answer initialize without a protocol version
   fs            prompt "read PATH" or "write PATH TEXT": call fs/* and report the answer or the error
   mcp_bench     prompt "bench N TOOL": N MCP tools/call of TOOL and N pings over the session's HTTP MCP
                 server (one keep-alive connection); answers the timings in ms as JSON
@@ -79,6 +82,10 @@ class ScriptedAgent:
     async def on_initialize(self, params: dict[str, Any]) -> Any:
         if self.b == "bad_version":
             return {"protocolVersion": 99}
+        if self.b == "v2_draft":
+            return {"protocolVersion": 2, "info": {"name": "scripted-v2", "version": "0"}, "capabilities": {}}
+        if self.b == "no_version":
+            return {"agentCapabilities": {}, "agentInfo": {"name": "scripted-no-version", "version": "0"}}
         # embedded resources (the panel's selection) as most real agents take them; no images
         caps: dict[str, Any] = {"loadSession": self.b == "loadable", "promptCapabilities": {"embeddedContext": True}}
         if self.b == "resumable":
@@ -91,6 +98,7 @@ class ScriptedAgent:
         if self.b == "needs_auth":
             result["authMethods"] = [{"id": "login", "name": "Log in", "description": "run `scripted login`"}]
         if self.b == "login":
+            result["agentCapabilities"]["auth"] = {"logout": {}}
             caps = (params.get("clientCapabilities") or {}).get("auth") or {}
             methods: list[dict[str, Any]] = [
                 {"id": "login", "name": "Log in with the agent", "description": "the agent logs you in itself"},
@@ -116,6 +124,14 @@ class ScriptedAgent:
         if self.b != "login" or params.get("methodId") != "login":
             raise RpcError(INVALID_PARAMS, f"no such login method {params.get('methodId')!r}")
         self.authed = True
+        return {}
+
+    async def on_logout(self, params: dict[str, Any]) -> Any:
+        if self.b != "login":
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": "logout"})
+        self.authed = False
+        if self.args.login_file and os.path.exists(self.args.login_file):
+            os.remove(self.args.login_file)
         return {}
 
     def _logged_in(self) -> bool:
@@ -152,6 +168,8 @@ class ScriptedAgent:
         sid = params.get("sessionId")
         if sid not in self.sessions:
             raise RpcError(INVALID_PARAMS, f"unknown session {sid!r}")
+        if self.b == "login" and not self._logged_in():  # logged out since the session opened
+            raise RpcError(AUTH_REQUIRED, "Authentication required")
         self.cancelled.discard(sid)
         texts = [b.get("text", "") for b in params.get("prompt") or [] if b.get("type") == "text"]
         # the user's words: the last text that is not the notebook preamble (a re-seed preface comes first)

@@ -94,6 +94,8 @@ class FakeModel:
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
+        #: (start, end) wall-clock times of every request served, answer streamed to its end included
+        self.spans: list[tuple[float, float]] = []
         self._uses: dict[int, int] = {}
         self._runner: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -126,6 +128,17 @@ class FakeModel:
                 if isinstance(m, dict) and m.get("role") == "tool":
                     out.append(message_text(m))
         return out
+
+    def busy_seconds(self, since: float, until: float) -> float:
+        """Seconds between ``since`` and ``until`` (wall clock) during which the model was answering a request:
+        the model's own time in a turn, which no client can save (requests at once counted once)."""
+        total, reach = 0.0, since
+        for start, end in sorted(self.spans):
+            start, end = max(start, reach), min(end, until)
+            if end > start:
+                total += end - start
+                reach = end
+        return total
 
     # -- choosing an answer ----------------------------------------------------------------------
     def answer_for(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +280,15 @@ class FakeModel:
         """Start serving in the running event loop."""
         from aiohttp import web
 
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        @web.middleware
+        async def timed(request: Any, handler: Any) -> Any:
+            started = time.time()
+            try:
+                return await handler(request)
+            finally:
+                self.spans.append((started, time.time()))
+
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[timed])
         self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

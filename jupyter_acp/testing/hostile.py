@@ -17,6 +17,9 @@ turn are only in the report). Actions:
   {"do": "permission", "toolCall": {...}, "options": [...]} session/request_permission; the outcome
   {"do": "flood", "n": N, "size": S}                        N message chunks of S bytes
   {"do": "later", "delay": S, "actions": [...]}             the actions again, S seconds after this turn ended
+  {"do": "concurrent", "n": N, "action": A}                 N copies of action A sent at once; the answer counts them:
+                                                            ``{"ok": K, "refused": {rule: count}, "messages": {rule:
+                                                            the first message}, "chars": characters answered}``
   {"do": "say", "text": T}                                  one message chunk
   {"do": "terminal", "method": M, "params": {...}, "as"?: V} ``terminal/M`` (create, output, wait_for_exit, kill,
                                                             release) with this session's id unless params name
@@ -26,6 +29,14 @@ turn are only in the report). Actions:
                                                             name one (``"sessionId": null`` sends none); the answer
   {"do": "elicit_complete", "elicitationId": E}             the ``elicitation/complete`` notification
   {"do": "exit", "code"?: N}                                the agent process ends at once (a crash mid-request)
+  {"do": "withdraw", "method": M, "params": {...}, "after": S}  request M, then ``$/cancel_request`` for it after S
+                                                            seconds; the answer the client still owes (-32800)
+
+Every request of the client's session and login methods is reported as ``{"do": "received", "method", "params"}``;
+a request of the client's the client withdrew (``$/cancel_request``) as ``{"do": "cancelled", "method"}``.
+``--capabilities JSON`` adds to ``agentCapabilities`` (``sessionCapabilities.delete``, ``auth.logout``, ...);
+``--config-options JSON`` are session/new's ``configOptions`` (boolean ones only to a client that opted in, as ACP
+says); ``--refuse METHOD`` answers that method with an error.
 
 Strings ``"$V"`` anywhere in an action are replaced by what ``as`` kept (``$sid``: this session's id).
 
@@ -40,6 +51,7 @@ import argparse
 import asyncio
 import json
 import os
+import time
 import uuid
 from typing import Any
 
@@ -50,9 +62,29 @@ from .agents import mcp_roundtrip
 
 class HostileAgent:
     def __init__(
-        self, conn: JsonRpcConnection, report: str | None, resume: bool = True, plain_prompts: bool = False
+        self,
+        conn: JsonRpcConnection,
+        report: str | None,
+        resume: bool = True,
+        plain_prompts: bool = False,
+        auth_methods: list[Any] | None = None,
+        mcp_http: bool = True,
+        capabilities: dict[str, Any] | None = None,
+        config_options: list[Any] | None = None,
+        refuse: list[str] | None = None,
     ) -> None:
         self.conn = conn
+        #: added to ``agentCapabilities`` (a section's keys merged)
+        self.capabilities = capabilities or {}
+        #: session/new's ``configOptions``; boolean ones only if the client opted in (``session.configOptions``)
+        self.config_options = config_options or []
+        self.booleans = False
+        #: methods answered with an error (a failing session/delete, logout, ...)
+        self.refuse = set(refuse or [])
+        #: advertise HTTP MCP (``--no-mcp-http``: an agent that takes stdio MCP servers only)
+        self.mcp_http = mcp_http
+        #: the ``authMethods`` offered at initialize
+        self.auth_methods = auth_methods or []
         self.report = report
         self.resume = resume
         #: advertise no prompt capabilities at all (text and resource links only)
@@ -67,28 +99,57 @@ class HostileAgent:
         return None
 
     async def handle_request(self, method: str, params: Any) -> Any:
+        try:
+            return await self._handle_request(method, params)
+        except asyncio.CancelledError:
+            self._write_report({"do": "cancelled", "method": method})
+            raise
+
+    async def _handle_request(self, method: str, params: Any) -> Any:
         params = params if isinstance(params, dict) else {}
-        if method in ("initialize", "session/new", "session/resume", "session/prompt"):
+        if method in REPORTED:
             self._write_report({"do": "received", "method": method, "params": params})
+        if method in self.refuse:
+            raise RpcError(-32603, f"{method} refused by the test agent (--refuse)")
         if method == "initialize":
-            meta = ((params.get("clientCapabilities") or {}).get("_meta") or {}).get(client_tools.NAMESPACE) or {}
+            client = params.get("clientCapabilities") or {}
+            meta = (client.get("_meta") or {}).get(client_tools.NAMESPACE) or {}
             self.discovery = (meta.get(client_tools.CLIENT_TOOLS_KEY) or {}).get("discovery")
+            self.booleans = ((client.get("session") or {}).get("configOptions") or {}).get("boolean") is not None
+            caps: dict[str, Any] = {
+                "loadSession": False,
+                **({"sessionCapabilities": {"resume": {}}} if self.resume else {}),
+                "mcpCapabilities": {"http": self.mcp_http, "sse": False},
+                **({} if self.plain_prompts else {"promptCapabilities": {"embeddedContext": True}}),
+                "_meta": client_tools.agent_capability_meta(),
+            }
+            for key, value in self.capabilities.items():
+                merged = caps.get(key)
+                caps[key] = {**merged, **value} if isinstance(merged, dict) and isinstance(value, dict) else value
             return {
                 "protocolVersion": 1,
-                "agentCapabilities": {
-                    "loadSession": False,
-                    **({"sessionCapabilities": {"resume": {}}} if self.resume else {}),
-                    "mcpCapabilities": {"http": True, "sse": False},
-                    **({} if self.plain_prompts else {"promptCapabilities": {"embeddedContext": True}}),
-                    "_meta": client_tools.agent_capability_meta(),
-                },
+                "agentCapabilities": caps,
                 "agentInfo": {"name": "hostile", "version": "0"},
+                **({"authMethods": self.auth_methods} if self.auth_methods else {}),
             }
         if method == "session/new":
             sid = "h_" + uuid.uuid4().hex[:12]
             self.mcp[sid] = params.get("mcpServers") or []
             await self._list(sid, "new")
+            options = [o for o in self.config_options if self.booleans or o.get("type") != "boolean"]
+            return {"sessionId": sid, **({"configOptions": options} if options else {})}
+        if method == "session/fork":  # unstable: a copy of the session, under a new id
+            sid = "h_" + uuid.uuid4().hex[:12]
+            self.mcp[sid] = params.get("mcpServers") or []
             return {"sessionId": sid}
+        if method in ("session/delete", "logout", "session/close"):
+            return {}
+        if method == "session/set_config_option":
+            options = [
+                {**o, "currentValue": params.get("value")} if o.get("id") == params.get("configId") else o
+                for o in self.config_options
+            ]
+            return {"configOptions": options}
         if method == "session/resume" and self.resume:
             sid = str(params.get("sessionId"))
             self.mcp[sid] = params.get("mcpServers") or []
@@ -159,6 +220,14 @@ class HostileAgent:
             results.append(result)
         return results
 
+    async def _one_result(self, sid: str, action: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return {"ok": await self.one(sid, action)}
+        except RpcError as exc:
+            return {"error": {"code": exc.code, "message": exc.message, "data": exc.data}}
+        except Exception as exc:
+            return {"error": {"code": None, "message": f"{type(exc).__name__}: {exc}"}}
+
     def _subst(self, value: Any, sid: str) -> Any:
         if isinstance(value, str) and value.startswith("$"):
             return sid if value == "$sid" else self.vars.get(value[1:], value)
@@ -189,6 +258,11 @@ class HostileAgent:
         if do == "exit":
             self._write_report({"do": "exit"})
             os._exit(int(a.get("code", 3)))
+        if do == "withdraw":
+            pending = self.conn.start_request(str(a.get("method")), a.get("params") or {})
+            await asyncio.sleep(float(a.get("after", 0.5)))
+            self.conn.withdraw(pending)
+            return await asyncio.wait_for(pending, 10)
         if do == "sleep":
             await asyncio.sleep(float(a.get("seconds", 0.5)))
             return "slept"
@@ -235,6 +309,9 @@ class HostileAgent:
             for _ in range(int(a.get("n", 1))):
                 await self._say(sid, filler)
             return "flooded"
+        if do == "concurrent":
+            copies = [dict(a.get("action") or {}) for _ in range(int(a.get("n", 1)))]
+            return _tally(await asyncio.gather(*(self._one_result(sid, c) for c in copies)))
         if do == "later":
             asyncio.get_running_loop().create_task(self._later(sid, float(a.get("delay", 0.5)), a.get("actions") or []))
             return "scheduled"
@@ -249,16 +326,69 @@ class HostileAgent:
         self._write_report({"do": "later_done"})
 
 
+#: the client's requests the report records with their params
+REPORTED = (
+    "initialize",
+    "session/new",
+    "session/resume",
+    "session/load",
+    "session/prompt",
+    "session/delete",
+    "session/close",
+    "session/fork",
+    "session/set_config_option",
+    "logout",
+)
+
+
+def _tally(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """What N answers came to, without their bodies (N reads of a big file would be N times its size)."""
+    out: dict[str, Any] = {"ok": 0, "refused": {}, "messages": {}, "chars": 0}
+    for result in results:
+        if "ok" in result:
+            out["ok"] += 1
+            out["chars"] += len(json.dumps(result["ok"]))
+            continue
+        error = result["error"]
+        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        rule = str(data.get("rule") or error.get("code"))
+        out["refused"][rule] = out["refused"].get(rule, 0) + 1
+        out["messages"].setdefault(rule, error.get("message"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m jupyter_acp.testing.hostile")
     parser.add_argument("--report", default=None)
     parser.add_argument("--no-resume", action="store_true", help="offer no session/resume")
     parser.add_argument("--plain-prompts", action="store_true", help="advertise no promptCapabilities at all")
+    parser.add_argument("--auth-methods", default="", help="JSON list: the authMethods offered at initialize")
+    parser.add_argument("--login-report", default="", help="be the login command: report the pid here, then wait")
+    parser.add_argument("--no-mcp-http", action="store_true", help="advertise no HTTP MCP (stdio servers only)")
+    parser.add_argument("--capabilities", default="", help="JSON object added to agentCapabilities")
+    parser.add_argument("--config-options", default="", help="JSON list: session/new's configOptions")
+    parser.add_argument("--refuse", action="append", default=[], help="answer this method with an error")
     args = parser.parse_args(argv)
+    if args.login_report:
+        with open(args.login_report, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"do": "login", "pid": os.getpid()}) + "\n")
+        time.sleep(60)
+        return
+    methods = json.loads(args.auth_methods) if args.auth_methods else []
 
     async def run() -> None:
         conn = await serve_stdio(
-            lambda c: HostileAgent(c, args.report, resume=not args.no_resume, plain_prompts=args.plain_prompts),
+            lambda c: HostileAgent(
+                c,
+                args.report,
+                resume=not args.no_resume,
+                plain_prompts=args.plain_prompts,
+                auth_methods=methods,
+                mcp_http=not args.no_mcp_http,
+                capabilities=json.loads(args.capabilities) if args.capabilities else None,
+                config_options=json.loads(args.config_options) if args.config_options else None,
+                refuse=args.refuse,
+            ),
             max_frame_bytes=64 * 1024 * 1024,
         )
         await conn.wait_closed()

@@ -33,12 +33,15 @@ class ServerProcess:
         token: str = "jupyter-acp-test-token",
         extra_args: list[str] | None = None,
         extension: bool = True,
+        extensions: dict[str, bool] | None = None,
     ) -> None:
         self.root, self.data, self.token = Path(root), Path(data), token
         self.agents = agents or {}
         self.extra_args = extra_args or []
         #: False: the same server without jupyter_acp (a floor for start-up figures)
         self.extension = extension
+        #: more server extensions to enable (a test's own: ``jupyter_acp.testing.store_faults``)
+        self.extensions = extensions or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -81,7 +84,7 @@ class ServerProcess:
             "--allow-root",
             f"--JupyterACP.agents={json.dumps(self.agents)}",
             f"--JupyterACP.store_path={self.data / 'store.sqlite'}",
-            f"--ServerApp.jpserver_extensions={{'jupyter_acp': {self.extension}}}",
+            f"--ServerApp.jpserver_extensions={ {'jupyter_acp': self.extension, **self.extensions}!r}",
             *self.extra_args,
         ]
         log = open(self.data / "server.log", "ab")

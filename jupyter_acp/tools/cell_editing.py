@@ -1,8 +1,9 @@
 """Editing tools: insert, edit (with the stale-edit refusal), delete and move cells.
 
 Each is one change of the live document, tagged with the agent's origin (see ``notebook/document.py``),
-and answers the cell id with a short diff; the destructive ones ask the gate first.  Split from
-``notebook_tools`` so the tools that change the notebook, with their definitions, read as one job.
+and answers the cell id with a short diff; each asks the gate first (under the default ``ask`` the user sees the
+change before it is made). Split from ``notebook_tools`` so the tools that change the notebook, with their
+definitions, read as one job.
 """
 
 from __future__ import annotations
@@ -15,11 +16,17 @@ from .render import first_line, short_diff
 from .services import gate
 from .surface import ToolContext, ToolDef, error_result, text_result
 
+#: characters of an inserted cell its card shows (the cut is marked)
+PREVIEW_CHARS = 20_000
+
 
 # -- insert --------------------------------------------------------------------------------------------
-def _position(cells: list[dict[str, Any]], args: dict[str, Any]) -> int:
+def _position(cells: list[dict[str, Any]], args: dict[str, Any], nb: Any = None) -> int:
     if "after_cell_id" in args or "before_cell_id" in args:
         key = "after_cell_id" if "after_cell_id" in args else "before_cell_id"
+        if nb is not None:  # the notebook's own lookup (constant time on the live document), not a scan
+            i = int(nb.find(args[key]))
+            return i + 1 if key == "after_cell_id" else i
         for i, c in enumerate(cells):
             if c.get("id") == args[key]:
                 return i + 1 if key == "after_cell_id" else i
@@ -34,20 +41,45 @@ def _position(cells: list[dict[str, Any]], args: dict[str, Any]) -> int:
     return len(cells)
 
 
+def _where(args: dict[str, Any], index: int) -> str:
+    if "after_cell_id" in args:
+        return f"after cell {args['after_cell_id']}"
+    if "before_cell_id" in args:
+        return f"before cell {args['before_cell_id']}"
+    return f"at index {index}" if "index" in args else "at the end"
+
+
 async def insert_cell(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Insert a cell, asked under ``ask`` like any change of the notebook: an inserted cell is the agent's code in
+    the user's notebook, which the user may run later without reading it again."""
     svc = _svc(ctx)
     nb = await svc.notebooks.open(ctx.notebook)
     try:
-        index = _position(nb.cells(), args)
+        index = _position(nb.cells(), args, nb)
     except NotebookError as exc:
         return error_result(str(exc), kind="not_found")
     cell_type = args.get("cell_type", "code")
     source = args["source"]
+    refusal = await gate(
+        ctx,
+        "client_insert_cell",
+        title=f"Insert a {cell_type} cell {_where(args, index)}",
+        kind="edit",
+        arguments=args,
+        preview=short_diff("", source, PREVIEW_CHARS),
+    )
+    if refusal is not None:
+        return refusal
+    nb = await svc.notebooks.open(ctx.notebook)  # the user may have changed the notebook while we asked
+    try:
+        index = _position(nb.cells(), args)
+    except NotebookError as exc:
+        return error_result(f"nothing was inserted: {exc}", kind="not_found")
     cid = new_cell_id()
     cell: dict[str, Any] = {"id": cid, "cell_type": cell_type, "source": source, "metadata": {}}
     if cell_type == "code":
         cell.update(outputs=[], execution_count=None)
-    await nb.insert(index, cell, _origin(ctx))
+    await nb.insert(index, cell, _origin(ctx), ctx.provenance)
     svc.saw(ctx.session.id, cid, source)
     diff = short_diff("", source)
     return text_result(
@@ -118,17 +150,25 @@ async def edit_cell(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             kind="stale",
             structured={"cell_id": cid, "current_source": now},
         )
-    await nb.set_source(cid, new, _origin(ctx))
+    await nb.set_source(cid, new, _origin(ctx), ctx.provenance)
     svc.saw(ctx.session.id, cid, new)
     return text_result(f"edited cell {cid}\n{diff}", {"cell_id": cid, "diff": diff})
 
 
 # -- delete ------------------------------------------------------------------------------------------------
+def _has(nb: Any, cell_id: str) -> bool:
+    try:
+        nb.cell(cell_id)  # one lookup (the live index, or the other backends' map of their cells)
+    except NotebookError:
+        return False
+    return True
+
+
 async def delete_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     svc = _svc(ctx)
     ids: list[str] = list(dict.fromkeys(args["cell_ids"]))
     nb = await svc.notebooks.open(ctx.notebook)
-    by_id = {c.get("id"): c for c in nb.cells()}
+    by_id = {cid: nb.cell(cid)[1] for cid in ids if _has(nb, cid)}  # one lookup each, not a map of every cell
     missing = [cid for cid in ids if cid not in by_id]
     if missing:
         return error_result(
@@ -142,8 +182,7 @@ async def delete_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     if refusal is not None:
         return refusal
     nb = await svc.notebooks.open(ctx.notebook)
-    present = {c.get("id") for c in nb.cells()}
-    gone = [cid for cid in ids if cid not in present]
+    gone = [cid for cid in ids if not _has(nb, cid)]
     if gone:
         return error_result(f"nothing was deleted: cells {gone} disappeared meanwhile", kind="not_found")
     await nb.delete(ids, _origin(ctx))
@@ -179,7 +218,7 @@ async def move_cell(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if refusal is not None:
         return refusal
     nb = await svc.notebooks.open(ctx.notebook)
-    await nb.move(cid, to_index, _origin(ctx))
+    await nb.move(cid, to_index, _origin(ctx), ctx.provenance)
     return text_result(
         f"moved cell {cid} from index {src_index} to {to_index}", {"cell_id": cid, "from": src_index, "to": to_index}
     )
@@ -192,8 +231,8 @@ def editing_tools() -> list[ToolDef]:
             title="Insert a cell",
             description=(
                 "Insert a new cell (code by default) into the notebook, at the end or at index / after_cell_id / "
-                "before_cell_id. The user sees it at once. Answers the new cell's id. Does not run it: use "
-                "client_execute_cells for that."
+                "before_cell_id. The user may be asked first (it is a change of their notebook); once inserted they "
+                "see it at once. Answers the new cell's id. Does not run it: use client_execute_cells for that."
             ),
             input_schema={
                 "type": "object",
@@ -210,6 +249,7 @@ def editing_tools() -> list[ToolDef]:
             executor=insert_cell,
             read_only=False,
             available=writable,
+            own_timeouts=True,
         ),
         ToolDef(
             name="client_edit_cell",

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, cast
 
+from ..notebook import NotebookError
 from .notebook_shared import ID_LIST, _svc
 from .render import first_line, image_refs, output_summary, render_outputs
 from .surface import ToolContext, ToolDef, error_result, text_result
 
 # -- outline -----------------------------------------------------------------------------------------
 #: notebook path -> (the cells list its pages were built from, {(start, limit): (rows, lines)}).  The live
-#: backend hands out one shared list until the document changes (``NotebookAccess.cached_cells``), so the
+#: backend hands out one shared list until the document changes (``live.LiveIndex``), so the
 #: rows of an unchanged notebook are built once, not on every call; a change gives a new list and a rebuild.
 #: The list is held (so an identity match can never be a recycled id), one per notebook and only for the
 #: live backend (the others give a fresh list per read: nothing to keep); a few notebooks and pages.
@@ -122,14 +123,18 @@ async def read_cells(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     cells = nb.cells()
     ids = args.get("cell_ids")
     if ids:
-        by_id = {c.get("id"): (i, c) for i, c in enumerate(cells)}
-        missing = [cid for cid in ids if cid not in by_id]
+        chosen = []
+        missing = []
+        for cid in ids:  # one lookup each (constant time on the live document), not a map of every cell
+            try:
+                chosen.append(nb.cell(cid))
+            except NotebookError:
+                missing.append(cid)
         if missing:
             return error_result(
                 f"no cell with id {', '.join(map(repr, missing))} in {ctx.notebook}; call client_notebook_outline for the current ids",
                 kind="not_found",
             )
-        chosen = [by_id[cid] for cid in ids]
     else:
         start = max(int(args.get("start", 0)), 0)
         end = int(args.get("end", start + 10))

@@ -65,6 +65,29 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+#: a file is read in pieces of at most this much when only some of its lines are asked
+LINE_PIECE = 1024 * 1024
+
+
+def _read_lines(fh: Any, line: Any, limit: Any, max_bytes: int, path: Any) -> bytes:
+    """``limit`` lines from line ``line`` (1-based; lines end with ``\n``), holding only those."""
+    start = max(line - 1, 0) if isinstance(line, int) else 0
+    end = start + limit if isinstance(limit, int) and limit >= 0 else None
+    out = bytearray()
+    index = 0
+    while end is None or index < end:
+        piece = fh.readline(LINE_PIECE)
+        if not piece:
+            break
+        if index >= start:
+            out += piece
+            if len(out) > max_bytes:
+                raise FileRefused("too_large", f"the lines asked of {path} are more than {max_bytes} bytes")
+        if piece.endswith(b"\n"):
+            index += 1
+    return bytes(out)
+
+
 @dataclass
 class FileRules:
     root: str
@@ -141,7 +164,17 @@ class FileRules:
         return real
 
     # -- read and write --------------------------------------------------------------------------
-    def read(self, path: Any, line: Any = None, limit: Any = None) -> str:
+    def read(self, path: Any, line: Any = None, limit: Any = None, max_bytes: int = MAX_READ_BYTES) -> str:
+        return self.read_counted(path, line, limit, max_bytes)[0]
+
+    def read_counted(
+        self, path: Any, line: Any = None, limit: Any = None, max_bytes: int = MAX_READ_BYTES
+    ) -> tuple[str, int]:
+        """The text (and its size in bytes) of a file, or of ``limit`` lines from line ``line`` (1-based).
+
+        At most ``max_bytes`` are ever held: a whole file larger than that is refused before it is read, and a
+        part of a larger file is read a line (or a 1 MiB piece of one) at a time, keeping only the part asked,
+        so many reads at once hold what they answer, not the files they read."""
         real = self.resolve(path)
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
@@ -156,15 +189,25 @@ class FileRules:
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise FileRefused("missing", f"Resource not found: {path} is not a regular file", missing=True)
-            if info.st_size > MAX_READ_BYTES:
-                raise FileRefused("too_large", f"{path} is larger than {MAX_READ_BYTES} bytes")
-            text = fh.read(MAX_READ_BYTES + 1).decode("utf-8", errors="replace")
-        if isinstance(line, int) or isinstance(limit, int):
-            lines = text.splitlines(keepends=True)
-            start = max((line or 1) - 1, 0) if isinstance(line, int) else 0
-            end = start + limit if isinstance(limit, int) and limit >= 0 else None
-            text = "".join(lines[start:end])
-        return text
+            if isinstance(line, int) or isinstance(limit, int):
+                data = _read_lines(fh, line, limit, max_bytes, path)
+            else:
+                if info.st_size > max_bytes:
+                    raise FileRefused("too_large", f"{path} is larger than {max_bytes} bytes")
+                data = fh.read(max_bytes + 1)
+                if len(data) > max_bytes:
+                    raise FileRefused("too_large", f"{path} grew past {max_bytes} bytes while it was read")
+        return data.decode("utf-8", errors="replace"), len(data)
+
+    def size(self, path: Any) -> int:
+        """The size of the file a path leads to (what a read of all of it would hold), if the rules allow it."""
+        real = self.resolve(path)
+        try:
+            return os.stat(real).st_size
+        except FileNotFoundError:
+            raise FileRefused("missing", f"Resource not found: {path}", missing=True) from None
+        except OSError as exc:
+            raise FileRefused("unreadable", f"{path} cannot be read: {exc.strerror}") from None
 
     def current_text(self, real: str) -> str | None:
         """What a file holds now (for the diff shown before a write); None for a new file."""

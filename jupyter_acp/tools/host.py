@@ -1,7 +1,7 @@
 """What the tools need from the layer above them, as protocols: the tools never import the sessions.
 
-The session hub implements :class:`ToolHost` (kernel lookup at call time, and the one gate's ``approve``); a
-notebook session satisfies :class:`ToolSession`. :class:`Action` and :class:`Refused` are the gate's vocabulary,
+The session hub implements :class:`ToolHost` (kernel lookup at call time); a notebook session satisfies
+:class:`ToolSession`; the one gate hands each call's context its approval step, an :class:`Approver`. :class:`Action` and :class:`Refused` are the gate's vocabulary,
 here because the tools ask the gate with them and answer its refusals.
 """
 
@@ -72,6 +72,13 @@ class ToolHost(Protocol):
         """The kernel attached to a notebook now (None: no kernel)."""
         ...
 
-    async def approve(self, session: Any, action: Action, *, title: str, kind: str, preview: str = "") -> str:
-        """Allow ``action`` (returning how) or raise :class:`Refused`; may ask the user."""
+
+class Approver(Protocol):
+    """The one gate's approval step for the notebook session a call's context is bound to (``sessions/gate/gate.py``).
+
+    The gate puts it on the context it builds, so a tool that asks with its own card (``services.gate``) takes a step
+    of the call's one pass through the gate rather than a second way into it through the session hub."""
+
+    async def __call__(self, action: Action, *, title: str, kind: str, preview: str = "") -> str:
+        """Allow ``action`` (returning how, for the audit) or raise :class:`Refused`; may ask the user."""
         ...

@@ -1,10 +1,11 @@
-"""Kernel tools: variables (no side effects, answer while a cell runs), scratch code, selection."""
+"""Kernel tools: variables (no side effects, answer while a cell runs), scratch code, selection, and the kernel
+itself (status, interrupt, restart: the two that change it ask first, and a restart's card says what it loses)."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from ..frontend import NoTab, TabError
 from ..kernels import KernelTimeout, KernelUnavailable, clip
@@ -18,14 +19,16 @@ VALUE_BUDGET = 200
 
 
 def _svc(ctx: ToolContext) -> ToolServices:
-    return ctx.services
+    """The context's services, by their type (the surface holds them untyped: services.py builds on surface.py)."""
+    return cast(ToolServices, ctx.services)
 
 
 async def _language(ctx: ToolContext) -> str | None:
     if "language" not in ctx.cache:
         kid = await ctx.kernel_id()
         ctx.cache["language"] = await _svc(ctx).kernels.language_async(kid) if kid else None
-    return ctx.cache["language"]
+    language: str | None = ctx.cache["language"]
+    return language
 
 
 async def python_kernel(ctx: ToolContext) -> bool:
@@ -180,6 +183,96 @@ async def get_selection(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
     return text_result("\n".join(lines), sel)
 
 
+#: variable names a restart card lists before "and N more"
+LOST_NAMES_SHOWN = 12
+
+
+async def _kernel_facts(ctx: ToolContext, kid: str) -> dict[str, Any]:
+    svc = _svc(ctx)
+    return {
+        "kernel_id": kid,
+        "name": svc.kernels.kernel_name(kid),
+        "language": await _language(ctx),
+        "state": svc.kernels.execution_state(kid),
+        "where": svc.kernels.where(kid),
+    }
+
+
+async def _what_a_restart_loses(ctx: ToolContext, kid: str, state: str | None) -> tuple[str, list[str], int | None]:
+    """The card's words: the variables (listed when the kernel answers in a few seconds), modules, a running cell."""
+    svc = _svc(ctx)
+    names: list[str] = []
+    total: int | None = None
+    try:
+        rows, _ = await svc.kernels.list_variables(kid, timeout=min(svc.config.variable_timeout, 5.0))
+        names = [r["name"] for r in rows]
+        total = len(names)
+    except (KernelUnavailable, KernelTimeout):
+        pass
+    if total is None:
+        lost = "every variable (the kernel did not list them in time)"
+    elif total:
+        shown = ", ".join(names[:LOST_NAMES_SHOWN]) + (
+            f" and {total - LOST_NAMES_SHOWN} more" if total > LOST_NAMES_SHOWN else ""
+        )
+        lost = f"its {total} variable(s) ({shown})"
+    else:
+        lost = "no user variables (none are defined)"
+    running = " The code it is running now is stopped." if state == "busy" else ""
+    text = (
+        f"Restarting the kernel loses {lost}, every imported module, open file and connection, and its history."
+        f"{running} The notebook's cells and outputs stay; cells must run again to get their results back "
+        "(client_stale_cells says which)."
+    )
+    return text, names[:LOST_NAMES_SHOWN], total
+
+
+async def kernel_control(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    svc = _svc(ctx)
+    action = args["action"]
+    kid = await ctx.kernel_id()
+    if kid is None:
+        return error_result("the notebook has no kernel; ask the user to start one", kind="no_kernel")
+    facts = await _kernel_facts(ctx, kid)
+    if action == "status":
+        lines = [
+            f"kernel: {facts['name']} ({facts['language']}), {facts['state'] or 'state unknown'}",
+            f"id: {kid}; {facts['where']}",
+        ]
+        return text_result("\n".join(lines), facts)
+    if action == "interrupt":
+        preview = "Stops the code the kernel is running now (a KeyboardInterrupt); its variables stay."
+        if facts["state"] != "busy":
+            preview += f" The kernel is {facts['state'] or 'in an unknown state'}: there may be nothing to stop."
+        refusal = await gate(
+            ctx, "client_kernel", title="Interrupt the kernel", kind="execute", arguments=args, preview=preview
+        )
+        if refusal is not None:
+            return refusal
+        await svc.kernels.interrupt(kid)
+        return text_result(
+            f"interrupted the kernel (it was {facts['state'] or 'in an unknown state'}); its variables stay",
+            {**facts, "action": "interrupt"},
+        )
+    loses, names, total = await _what_a_restart_loses(ctx, kid, facts["state"])
+    refusal = await gate(
+        ctx, "client_kernel", title="Restart the kernel", kind="execute", arguments=args, preview=loses
+    )
+    if refusal is not None:
+        return refusal
+    try:
+        await svc.kernels.restart(kid)
+    except (KernelUnavailable, KernelTimeout) as exc:
+        return _kernel_error(exc)
+    ctx.cache.pop("kernel_id", None)
+    after = await ctx.kernel_id()
+    state = svc.kernels.execution_state(after) if after else None
+    return text_result(
+        f"restarted the kernel (now {state or 'starting'}). {loses}",
+        {**facts, "action": "restart", "state": state, "lost": loses, "lost_variables": names, "lost_count": total},
+    )
+
+
 def kernel_tools() -> list[ToolDef]:
     return [
         ToolDef(
@@ -240,6 +333,26 @@ def kernel_tools() -> list[ToolDef]:
                 "additionalProperties": False,
             },
             executor=execute_code,
+            read_only=False,
+            destructive=True,
+            available=has_kernel,
+            own_timeouts=True,
+        ),
+        ToolDef(
+            name="client_kernel",
+            title="The notebook's kernel",
+            description=(
+                "The notebook's kernel: action 'status' (name, language, idle or busy, local or behind a gateway), "
+                "'interrupt' (stop the running code; variables stay) or 'restart' (a fresh kernel: every variable and "
+                "import is lost; the user is asked, with what it loses). Cells must run again after a restart."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"action": {"type": "string", "enum": ["status", "interrupt", "restart"]}},
+                "required": ["action"],
+                "additionalProperties": False,
+            },
+            executor=kernel_control,
             read_only=False,
             destructive=True,
             available=has_kernel,

@@ -8,7 +8,7 @@ another for these few helpers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..notebook import origin_for
 from .services import ToolServices
@@ -20,7 +20,8 @@ ID_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}, "minIte
 
 
 def _svc(ctx: ToolContext) -> ToolServices:
-    return ctx.services
+    """The context's services, by their type (the surface holds them untyped: services.py builds on surface.py)."""
+    return cast(ToolServices, ctx.services)
 
 
 def _origin(ctx: ToolContext) -> str:
@@ -35,7 +36,8 @@ async def has_kernel(ctx: ToolContext) -> bool:
 async def writable(ctx: ToolContext) -> bool:
     if "writable" not in ctx.cache:
         ctx.cache["writable"] = await _svc(ctx).notebooks.writable(ctx.notebook)
-    return ctx.cache["writable"]
+    answer: bool = ctx.cache["writable"]
+    return answer
 
 
 async def writable_with_kernel(ctx: ToolContext) -> bool:

@@ -8,6 +8,7 @@ session every time, and ``call`` re-checks that list at call time: a tool withdr
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import client_tools
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .host import ToolHost, ToolSession
+    from ..notebook.stamping import Stamp
+    from .host import Approver, ToolHost, ToolSession
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +55,21 @@ class ToolContext:
     channel: str = "client-tools"
     #: the action the gate is deciding (``host.Action``), when the call came through a channel
     action: Any = None
+    #: the gate's approval step for this context's session: what ``services.gate`` asks with a tool's own card (None:
+    #: a context no gate made, where every tool that would ask is refused)
+    approver: Approver | None = None
     #: how the gate allowed the call (for the audit event)
     approval: str | None = None
     #: per-call memo for availability checks (kernel id, language, writability asked once per call)
     cache: dict[str, Any] = field(default_factory=dict)
+    #: the call is only rehearsed (``ToolSurface.rehearse``): the executor stops at its gate, which keeps the card it
+    #: would ask with in ``card``; so an executor reads, and changes nothing (but what ``services.saw`` notes, which
+    #: a rehearsal's services ignore), before it asks its gate
+    rehearsal: bool = False
+    card: dict[str, Any] | None = None
+    #: who makes this call's changes (agent, turn, prompt, user): written into each changed cell's metadata with the
+    #: change (``notebook/provenance.py``); None outside a turn
+    provenance: Stamp | None = None
 
     @property
     def notebook(self) -> str:
@@ -74,7 +87,8 @@ class ToolContext:
         """The notebook's *current* kernel (restarts and switches follow)."""
         if "kernel_id" not in self.cache:
             self.cache["kernel_id"] = await self.host.kernel_id_for(self.session.notebook)
-        return self.cache["kernel_id"]
+        kernel_id: str | None = self.cache["kernel_id"]
+        return kernel_id
 
 
 @dataclass
@@ -107,6 +121,8 @@ class ToolDef:
         if not isinstance(arguments, dict):
             return "arguments must be a JSON object"
         if self._validator is None:
+            # at the first call, as nbformat in kernels/messages.py (2.7 s of CPU where nothing imported it yet:
+            # the kernel that runs the agent itself); the server has it from its start
             import jsonschema
 
             self._validator = jsonschema.Draft202012Validator(self.input_schema)
@@ -192,6 +208,34 @@ class ToolSurface:
         if problem is not None:
             return error_result(f"invalid arguments for {name}: {problem}", kind="invalid_arguments")
         return await self.run(ctx, tool, arguments)
+
+    @staticmethod
+    def read_card(tool: ToolDef, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The card a tool that only reads is asked on (when a policy asks): its title and its arguments."""
+        preview = json.dumps(arguments, ensure_ascii=False, indent=1)[:2000]
+        return {"title": tool.title or tool.name, "kind": "read", "preview": preview, "arguments": arguments}
+
+    async def rehearse(self, ctx: ToolContext, tool: ToolDef, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """The card the gate would be asked with for this call (title, kind, preview: the cell's diff, the code to
+        run), without making it: a changing tool's executor runs up to its gate, which keeps the card and refuses
+        (``services.gate``). None when the call would fail before it asks (no such cell, a stale edit): then there
+        is no card to show, and the call itself says why. Availability and arguments are checked by the caller."""
+        if tool.read_only:
+            return self.read_card(tool, arguments)
+        services = ctx.services
+        view = getattr(services, "rehearsal_view", None)
+        ctx.rehearsal, ctx.card = True, None
+        if view is not None:
+            ctx.services = view()  # notes nothing of what the agent saw (only the call itself counts as a read)
+        try:
+            async with asyncio.timeout(self.call_timeout):
+                await tool.executor(ctx, arguments)
+        except Exception:
+            log.exception("rehearsing %s failed; asked at its call instead", tool.name)
+            return None
+        finally:
+            ctx.rehearsal, ctx.services = False, services
+        return ctx.card
 
     async def run(self, ctx: ToolContext, tool: ToolDef, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run a tool whose availability and arguments were checked (by ``call``, or by the one gate)."""

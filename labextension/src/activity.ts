@@ -15,6 +15,7 @@ import type { INotebookTracker } from '@jupyterlab/notebook';
 import type { Title, Widget } from '@lumino/widgets';
 
 import type { AcpApi } from './api';
+import { requestTitle } from './asking';
 import { IAcpEvent, IPermissionOption, optionOrder } from './model';
 import { ISessionActivity, activityOf, badgeOf, byNotebook, INotebookActivity, total } from './summary';
 
@@ -42,6 +43,8 @@ interface IWaiting {
 export class ActivityMonitor {
   /** The last poll's sessions (tests and the panel read it). */
   sessions: ISessionActivity[] = [];
+  /** Each poll's session list as the server sent it (review: a turn that ended with changes to review). */
+  onPoll: ((list: unknown[]) => void) | null = null;
   private _timer: number | null = null;
   private _disposed = false;
   private _polling = false;
@@ -105,6 +108,7 @@ export class ActivityMonitor {
     try {
       const list = await this._host.api.request<unknown[]>('sessions');
       this.sessions = (Array.isArray(list) ? list : []).map(activityOf).filter(s => s.id);
+      this.onPoll?.(Array.isArray(list) ? list : []);
       this._render();
       await this._notify();
     } catch {
@@ -202,21 +206,22 @@ export class ActivityMonitor {
     }
   }
 
-  /** The request's title and options, from the session's recent events. */
-  private async _request(session: ISessionActivity, requestId: string): Promise<IAcpEvent | null> {
+  /** The session's recent events (the request, and the tool call it names). */
+  private async _recent(session: ISessionActivity): Promise<IAcpEvent[]> {
     try {
       const info = await this._host.api.request<{ last_seq: number }>(`sessions/${session.id}`);
-      const events = await this._host.api.eventsBefore(session.id, info.last_seq + 1, 200);
-      return events.find(e => e.type === 'permission_request' && String(e.request_id) === requestId) ?? null;
+      return await this._host.api.eventsBefore(session.id, info.last_seq + 1, 200);
     } catch {
-      return null;
+      return [];
     }
   }
 
   private async _show(session: ISessionActivity, requestId: string): Promise<string> {
-    const event = await this._request(session, requestId);
+    const events = await this._recent(session);
+    const event = events.find(e => e.type === 'permission_request' && String(e.request_id) === requestId) ?? null;
     const name = session.notebook.split('/').pop() || session.notebook;
-    const what = String(event?.tool_call?.title ?? '') || 'a tool';
+    // the card's title: an agent's request often names only a tool call it announced before
+    const what = requestTitle(events, requestId, String(event?.tool_call?.title ?? '') || 'a tool');
     const options: IPermissionOption[] = Array.isArray(event?.options) ? event!.options : [];
     const ordered = optionOrder(options);
     const allow = ordered.find(o => o.kind === 'allow_once') ?? ordered.find(o => o.kind?.startsWith('allow'));

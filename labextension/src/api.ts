@@ -20,6 +20,10 @@ export interface IAgentInfo {
   state?: string;
   error?: string | null;
   suggested_config?: any;
+  /** Where it came from: default, configuration (an admin's presets) or user (enabled from the panel). */
+  origin?: string;
+  /** Why the server's admin does not let users enable it (a detected agent), when they may not. */
+  fixed_by_admin?: string;
   /** What the agent's prompts may carry (`image`, `audio`, `embeddedContext`); null until it has started. */
   prompt_capabilities?: { image?: boolean; audio?: boolean; embeddedContext?: boolean } | null;
 }
@@ -37,6 +41,8 @@ export interface ISessionInfo {
   config_options?: any;
   /** Tools of the client's gate that run without asking in this session ("always allow"). */
   always_allowed?: string[];
+  /** What the server's admin does not let users pick here: "always" answers by kind and modes, with the reason. */
+  fixed_by_admin?: { options?: Record<string, string>; modes?: Record<string, string> };
 }
 
 /** One of the notebook's conversations (ours), or one of the agent's own past sessions (`kind: 'agent'`). */
@@ -55,7 +61,7 @@ export interface IConversationInfo {
   /** null: the current conversation before its first event */
   id: string | null;
   kind: 'ours' | 'agent';
-  /** the first prompt ("" before it) */
+  /** the agent's own title for it (`session_info_update`), else the first prompt ("" before it) */
   title: string;
   agent: string;
   started?: number;
@@ -236,8 +242,17 @@ export class AcpApi {
     });
   }
 
-  /** Remove an earlier conversation and its events (never the current one). */
-  deleteConversation(sessionId: string, cid: string): Promise<{ deleted: string; events: number }> {
+  /** A new current conversation from the end of that turn (the earlier one stays in the history). */
+  forkConversation(sessionId: string, turnId: string): Promise<ISessionInfo> {
+    return this.request(`sessions/${sessionId}/fork`, { method: 'POST', body: JSON.stringify({ turn_id: turnId }) });
+  }
+
+  /** Remove an earlier conversation and its events (never the current one), and the agent's own copy where it
+   * offers `session/delete` (`agent_error`: why it kept it; ours is gone anyway). */
+  deleteConversation(
+    sessionId: string,
+    cid: string
+  ): Promise<{ deleted: string; events: number; agent_deleted?: boolean; agent_error?: string | null }> {
     return this.request(`sessions/${sessionId}/conversations/${encodeURIComponent(cid)}`, { method: 'DELETE' });
   }
 

@@ -9,10 +9,12 @@
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
+import { ITranslator } from '@jupyterlab/translation';
 import { imageIcon } from '@jupyterlab/ui-components';
 
 import type { AcpApi, IAgentInfo } from './api';
 import { el } from './dom';
+import { setTranslator, trans } from './i18n';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -61,7 +63,7 @@ function readDataUrl(blob: Blob): Promise<string> {
   return new Promise((resolve, reject) => {
     const reader = new FileReader();
     reader.onload = () => resolve(String(reader.result));
-    reader.onerror = () => reject(reader.error ?? new Error('the image could not be read'));
+    reader.onerror = () => reject(reader.error ?? new Error(trans.__('the image could not be read')));
     reader.readAsDataURL(blob);
   });
 }
@@ -70,14 +72,14 @@ function loadImage(src: string): Promise<HTMLImageElement> {
   return new Promise((resolve, reject) => {
     const img = new Image();
     img.onload = () => resolve(img);
-    img.onerror = () => reject(new Error('the image could not be decoded'));
+    img.onerror = () => reject(new Error(trans.__('the image could not be decoded')));
     img.src = src;
   });
 }
 
 function canvasBlob(canvas: HTMLCanvasElement, type: string, quality?: number): Promise<Blob> {
   return new Promise((resolve, reject) =>
-    canvas.toBlob(b => (b ? resolve(b) : reject(new Error('the image could not be encoded'))), type, quality)
+    canvas.toBlob(b => (b ? resolve(b) : reject(new Error(trans.__('the image could not be encoded')))), type, quality)
   );
 }
 
@@ -109,7 +111,7 @@ export async function fitImage(src: string, mimeType: string, bytes: number, ori
     const blob = await canvasBlob(canvas, type, lossless ? undefined : attempt < 2 ? 0.85 : 0.7);
     if (blob.size <= TARGET_BYTES) {
       const url = await readDataUrl(blob);
-      const note = scale < 1 ? `, scaled from ${w}×${h}` : '';
+      const note = scale < 1 ? trans.__(', scaled from %1×%2', w, h) : '';
       return {
         mimeType: type,
         data: url.slice(url.indexOf(',') + 1),
@@ -120,7 +122,7 @@ export async function fitImage(src: string, mimeType: string, bytes: number, ori
       scale *= 0.75;
     }
   }
-  throw new Error(`the image stays over ${human(TARGET_BYTES)} even scaled down`);
+  throw new Error(trans.__('the image stays over %1 even scaled down', human(TARGET_BYTES)));
 }
 
 /** The images waiting to go with the next prompt, their chip, and paste / drop / pick. */
@@ -138,7 +140,7 @@ export class ImageTray {
   private _tries = new Map<string, number>();
 
   constructor(private readonly _host: IImageHost) {
-    this.node.setAttribute('aria-label', 'Images that go with the prompt');
+    this.node.setAttribute('aria-label', trans.__('Images that go with the prompt'));
     this.node.hidden = true;
     this._file.type = 'file';
     this._file.accept = IMAGE_TYPES.join(',');
@@ -147,12 +149,12 @@ export class ImageTray {
     this._file.addEventListener('change', () => {
       const files = Array.from(this._file.files ?? []);
       this._file.value = '';
-      void this.addFiles(files, 'file');
+      void this.addFiles(files, trans.__('file'));
     });
     this.chip.type = 'button';
     this.chip.append(
       imageIcon.element({ tag: 'span', className: 'jp-ACP-chipIcon' }),
-      el('span', 'jp-ACP-chipLabel', 'Image')
+      el('span', 'jp-ACP-chipLabel', trans.__('Image'))
     );
     this.chip.addEventListener('click', () => {
       if (this.supported() !== false) {
@@ -172,7 +174,7 @@ export class ImageTray {
       }
       // an image copied from a page often comes with its HTML or URL as text: the image is what was meant
       e.preventDefault();
-      void this.addFiles(files, 'pasted');
+      void this.addFiles(files, trans.__('pasted'));
     });
     zone.addEventListener('dragover', (e: DragEvent) => {
       if (Array.from(e.dataTransfer?.items ?? []).some(i => i.kind === 'file' && i.type.startsWith('image/'))) {
@@ -186,7 +188,7 @@ export class ImageTray {
       const files = Array.from(e.dataTransfer?.files ?? []).filter(f => f.type.startsWith('image/'));
       if (files.length) {
         e.preventDefault();
-        void this.addFiles(files, 'dropped');
+        void this.addFiles(files, trans.__('dropped'));
       }
     });
   }
@@ -227,8 +229,11 @@ export class ImageTray {
   /** Why images cannot go to this agent (empty when they can). */
   refusal(): string {
     return this.supported() === false
-      ? `The agent “${this._host.agentName()}” does not take images (it does not advertise promptCapabilities.image). ` +
-          'Pick an agent that does (the built-in agent with a vision model, or echo) to attach one.'
+      ? trans.__(
+          'The agent “%1” does not take images (it does not advertise promptCapabilities.image). ' +
+            'Pick an agent that does (the built-in agent with a vision model, or echo) to attach one.',
+          this._host.agentName()
+        )
       : '';
   }
 
@@ -243,10 +248,13 @@ export class ImageTray {
     this.chip.disabled = !!why;
     this.chip.setAttribute('aria-disabled', String(!!why));
     this.chip.title =
-      why || 'Attach an image (or paste or drop one into the message box; right-click a plot: Attach to Agent Prompt)';
+      why ||
+      trans.__(
+        'Attach an image (or paste or drop one into the message box; right-click a plot: Attach to Agent Prompt)'
+      );
     this.chip.setAttribute(
       'aria-label',
-      why ? 'Attach an image (unavailable: the agent takes no images)' : 'Attach an image'
+      why ? trans.__('Attach an image (unavailable: the agent takes no images)') : trans.__('Attach an image')
     );
     const images = this._list();
     this.node.textContent = '';
@@ -259,8 +267,8 @@ export class ImageTray {
       img.alt = image.label;
       const remove = el('button', 'jp-ACP-imageRemove', '×');
       remove.type = 'button';
-      remove.title = 'Remove this image';
-      remove.setAttribute('aria-label', `Remove image ${i + 1}`);
+      remove.title = trans.__('Remove this image');
+      remove.setAttribute('aria-label', trans.__('Remove image %1', i + 1));
       remove.addEventListener('click', () => {
         images.splice(i, 1);
         this.refresh();
@@ -274,7 +282,9 @@ export class ImageTray {
     for (const f of files) {
       if (!IMAGE_TYPES.includes(f.type) && f.type !== 'image/svg+xml') {
         this._host.flash(
-          `${f.name || 'This file'} is ${f.type || 'not an image'}: attach a PNG, JPEG, GIF or WebP image.`,
+          f.type
+            ? trans.__('%1 is %2: attach a PNG, JPEG, GIF or WebP image.', f.name || trans.__('This file'), f.type)
+            : trans.__('%1 is not an image: attach a PNG, JPEG, GIF or WebP image.', f.name || trans.__('This file')),
           'warning'
         );
         continue;
@@ -292,18 +302,18 @@ export class ImageTray {
     }
     const where = path ?? this._host.path();
     if (!where) {
-      this._host.flash('Open a notebook first: images go with the prompt of its conversation.', 'warning');
+      this._host.flash(trans.__('Open a notebook first: images go with the prompt of its conversation.'), 'warning');
       return false;
     }
     const list = this._waiting.get(where) ?? [];
     if (list.length >= MAX_IMAGES) {
-      this._host.flash(`At most ${MAX_IMAGES} images go with one prompt: remove one first.`, 'warning');
+      this._host.flash(trans.__('At most %1 images go with one prompt: remove one first.', MAX_IMAGES), 'warning');
       return false;
     }
     try {
       list.push(await fitImage(src, mimeType, bytes, origin));
     } catch (err) {
-      this._host.flash(`The image was not attached: ${(err as Error).message}.`, 'warning');
+      this._host.flash(trans.__('The image was not attached: %1.', (err as Error).message), 'warning');
       return false;
     }
     this._waiting.set(where, list);
@@ -355,13 +365,18 @@ export const attachPlugin: JupyterFrontEndPlugin<void> = {
   description: 'Attach an image output (a plot) to the agent prompt of its notebook.',
   autoStart: true,
   requires: [INotebookTracker],
-  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+  optional: [ITranslator],
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker, translator: ITranslator | null) => {
+    if (translator) {
+      setTranslator(translator); // the same one the sidebar's plugin sets: whichever activates first
+    }
     app.commands.addCommand(ATTACH_COMMAND, {
       label: () =>
         currentTray?.supported() === false
-          ? 'Attach to Agent Prompt (the agent takes no images)'
-          : 'Attach to Agent Prompt',
-      caption: () => currentTray?.refusal() || 'Send this image with your next prompt to the agent of this notebook',
+          ? trans.__('Attach to Agent Prompt (the agent takes no images)')
+          : trans.__('Attach to Agent Prompt'),
+      caption: () =>
+        currentTray?.refusal() || trans.__('Send this image with your next prompt to the agent of this notebook'),
       icon: imageIcon,
       isEnabled: () => !!currentTray && currentTray.supported() !== false,
       execute: async () => {
@@ -379,7 +394,7 @@ export const attachPlugin: JupyterFrontEndPlugin<void> = {
         const mime = mimeOf(src);
         const bytes = src.startsWith('data:') ? base64Size(src.slice(src.indexOf(',') + 1)) : TARGET_BYTES + 1;
         const cell = notebook?.content.widgets.findIndex(c => c.node.contains(img)) ?? -1;
-        const origin = cell >= 0 ? `output of cell ${cell + 1}` : 'cell output';
+        const origin = cell >= 0 ? trans.__('output of cell %1', cell + 1) : trans.__('cell output');
         await tray.addUrl(src, mime, bytes, origin, notebook?.context.localPath);
       }
     });

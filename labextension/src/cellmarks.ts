@@ -13,6 +13,7 @@ import { checkIcon, undoIcon } from '@jupyterlab/ui-components';
 
 import type { AcpApi } from './api';
 import { button, el } from './dom';
+import { trans } from './i18n';
 import type { SessionView } from './session';
 
 const MARKED = 'jp-ACP-agentEdited';
@@ -163,22 +164,22 @@ export class CellMarks {
   private _bar(path: string, cellId: string): HTMLElement {
     const bar = el('div', 'jp-ACP-cellMark');
     bar.setAttribute('role', 'group');
-    bar.setAttribute('aria-label', 'Edited by the agent');
+    bar.setAttribute('aria-label', trans.__('Edited by the agent'));
     bar.append(
-      el('span', 'jp-ACP-cellMarkLabel', 'Agent edit'),
+      el('span', 'jp-ACP-cellMarkLabel', trans.__('Agent edit')),
       button(
-        'Accept',
+        trans.__('Accept'),
         'jp-ACP-linkButton jp-ACP-cellAccept',
         () => void this._accept(path, cellId, false),
         checkIcon,
-        "Accept: keep the agent's edit of this cell (the mark goes)"
+        trans.__("Accept: keep the agent's edit of this cell (the mark goes)")
       ),
       button(
-        'Undo',
+        trans.__('Undo'),
         'jp-ACP-linkButton jp-ACP-cellUndo',
         () => void this._undo(path, cellId),
         undoIcon,
-        "Undo the agent's edits of this cell only (your own edits stay)"
+        trans.__("Undo the agent's edits of this cell only (your own edits stay)")
       )
     );
     return bar;
@@ -206,7 +207,7 @@ export class CellMarks {
       });
     } catch (err) {
       if (!quiet) {
-        this._host.flash(`Could not accept the edit: ${(err as Error).message}`);
+        this._host.flash(trans.__('Could not accept the edit: %1', (err as Error).message));
       }
     }
   }
@@ -223,7 +224,7 @@ export class CellMarks {
       });
       this._drop(path, cellId);
     } catch (err) {
-      this._host.flash(`Could not undo the agent's edit of this cell: ${(err as Error).message}`, 'warning');
+      this._host.flash(trans.__("Could not undo the agent's edit of this cell: %1", (err as Error).message), 'warning');
     }
   }
 }

@@ -33,6 +33,11 @@ export interface IComposerHost {
   renderChrome(): void;
   /** Queue a prompt sent while the agent works (sent when the turn ends: queue.ts); without it, refused. */
   queue?(view: SessionView, text: string, blocks: any[]): void;
+  /**
+   * Keep the prompt until the agent is set up (the built-in agent's model form is open): true when it was kept, and
+   * it is sent once the form is saved (setup.ts).
+   */
+  hold?(view: SessionView, text: string): boolean;
 }
 
 export class Composer {
@@ -370,6 +375,11 @@ export class Composer {
     }
     if (view.model.runningTurn && !this._host.queue) {
       this._host.flash('The agent is still working: wait, or press Stop.', 'warning');
+      return;
+    }
+    if (text && !this.images.count && this._host.hold?.(view, text)) {
+      this.input.value = ''; // it shows in the set-up card, waiting for Save
+      this._menu.hidden = true;
       return;
     }
     const blocks: any[] = text ? [{ type: 'text', text }] : [];

@@ -5,6 +5,8 @@
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
+import { trans } from './i18n';
+
 /** Text of ACP content blocks, as a user would read it. */
 export function blocksText(blocks: any): {
   text: string;
@@ -24,9 +26,9 @@ export function blocksText(blocks: any): {
     if (b.type === 'text' && typeof b.text === 'string') {
       parts.push(b.text);
     } else if (b.type === 'resource' && b.resource) {
-      attachments.push(String(b.resource.title ?? b.resource.uri ?? 'resource'));
+      attachments.push(String(b.resource.title ?? b.resource.uri ?? trans.__('resource')));
     } else if (b.type === 'resource_link') {
-      attachments.push(String(b.title ?? b.name ?? b.uri ?? 'link'));
+      attachments.push(String(b.title ?? b.name ?? b.uri ?? trans.__('link')));
     } else if (b.type === 'image') {
       images.push({ mimeType: String(b.mimeType ?? ''), data: typeof b.data === 'string' ? b.data : '' });
     }

@@ -229,8 +229,9 @@ export class HistoryMenu {
   }
 
   private async _delete(view: SessionView, c: IConversationInfo): Promise<void> {
+    let answer: { agent_deleted?: boolean; agent_error?: string | null };
     try {
-      await this._host.api.deleteConversation(view.info.id, c.id!);
+      answer = await this._host.api.deleteConversation(view.info.id, c.id!);
     } catch (err) {
       this._host.flash(`Could not delete the conversation: ${(err as Error).message}`);
       return;
@@ -238,7 +239,15 @@ export class HistoryMenu {
     if (this._reading?.info.id === view.info.id && this.archive.dataset.cid === c.id) {
       this._closeArchive();
     }
-    this._host.flash('Conversation deleted.', 'info');
+    if (answer.agent_error) {
+      // ours is gone; the agent's own copy stayed (it failed session/delete): say so, it is not a success
+      this._host.flash(`Conversation deleted here; ${view.info.agent} kept its copy: ${answer.agent_error}`);
+    } else {
+      this._host.flash(
+        answer.agent_deleted ? 'Conversation deleted, here and by the agent.' : 'Conversation deleted.',
+        'info'
+      );
+    }
     await this._host.reload(); // its messages leave the panel too
     await this.refresh();
   }

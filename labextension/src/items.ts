@@ -3,6 +3,8 @@
  * plan, turn end, notice, audit, question), kept apart from the reducer that makes them (`model.ts`).
  */
 
+import { trans } from './i18n';
+
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
 export interface IAcpEvent {
@@ -16,6 +18,8 @@ export interface IPermissionOption {
   optionId: string;
   name: string;
   kind: string;
+  /** Why the server's admin does not let users pick this option (an "always" answer), when they may not. */
+  fixed_by_admin?: string;
 }
 
 export interface IPermission {
@@ -23,6 +27,11 @@ export interface IPermission {
   turnId: string | null;
   options: IPermissionOption[];
   source?: string;
+  /**
+   * `client`: an agent's request the server asks in its own words (the gate's title and preview, the agent's
+   * options), its "allow" approving that call at the gate too.
+   */
+  wording?: string;
   /** Set once resolved: the option chosen, or cancelled. */
   resolved?: { optionId?: string; cancelled?: boolean };
   /**
@@ -66,6 +75,14 @@ export interface IToolItem extends IItemBase {
   content: any[];
   locations: any[];
   permissions: IPermission[];
+  /** one of the notebook's own tools, as a third-party agent named it (`owntools.ts`): the card reads as its call */
+  own?: { name: string; args?: any };
+  /**
+   * A command the agent ran itself (claude-agent-acp's Bash, codex-acp's shell), as its updates' `_meta`
+   * (`terminal_info`, `terminal_output`, `terminal_exit`) told it: kept with this card only, so no agent can
+   * write into the card of a terminal of the client's.
+   */
+  agentTerminal?: ITerminalState;
 }
 export interface IPlanItem extends IItemBase {
   kind: 'plan';
@@ -82,6 +99,11 @@ export interface ITurnEndItem extends IItemBase {
   /** when the turn started and ended (the server's event times, seconds): the turn footer's duration */
   startedAt?: number;
   endedAt?: number;
+  /**
+   * the turn ended with this many changes to review (the event's `review`); `after`: some went ahead unasked under
+   * "Review after", so the review opens by itself
+   */
+  review?: { changes: number; after?: boolean };
 }
 export interface INoticeItem extends IItemBase {
   kind: 'notice';
@@ -142,14 +164,14 @@ export type Item =
  */
 export function toolLabel(name: string): string {
   const known: Record<string, string> = {
-    client_execute_cells: 'Run cells',
-    client_execute_code: 'Run code',
-    client_edit_cell: 'Edit cell',
-    client_insert_cell: 'Insert cell',
-    client_delete_cells: 'Delete cells',
-    client_move_cell: 'Move cell',
-    'fs/write_text_file': 'Write files',
-    'fs/read_text_file': 'Read files'
+    client_execute_cells: trans.__('Run cells'),
+    client_execute_code: trans.__('Run code'),
+    client_edit_cell: trans.__('Edit cell'),
+    client_insert_cell: trans.__('Insert cell'),
+    client_delete_cells: trans.__('Delete cells'),
+    client_move_cell: trans.__('Move cell'),
+    'fs/write_text_file': trans.__('Write files'),
+    'fs/read_text_file': trans.__('Read files')
   };
   const n = String(name ?? '');
   if (known[n]) {

@@ -23,6 +23,7 @@ import type {
   IModes,
   INoticeItem,
   IPermission,
+  IPermissionOption,
   IPicker,
   IPlanEntry,
   IPlanItem,
@@ -37,6 +38,11 @@ import type {
 } from './items';
 import { toolLabel, usageOf } from './items';
 import { pickersOf } from './options';
+import { ownToolOfUpdate } from './owntools';
+import type { AcpEvent, IElicitationRequestEvent, IElicitationResolvedEvent, IPermissionRequestEvent } from './wire';
+
+/** The most output of a command the agent ran itself that its card keeps (the end of it). */
+export const AGENT_TERMINAL_CHARS = 256 * 1024;
 
 export * from './items';
 export * from './content';
@@ -55,6 +61,8 @@ export class ChatModel {
   configOptions: any[] | null = null;
   /** Tools of the client's gate that run without asking in this session (null: not known yet). */
   alwaysAllowed: string[] | null = null;
+  /** The session's own policy from its `policy_changed` events (`review`: Review after; undefined: none seen). */
+  sessionPolicy: string | null | undefined = undefined;
   /** Agent terminals by id (`terminal_output` events): the tool cards that embed one show its output live. */
   terminals = new Map<string, ITerminalState>();
   /** The agent's last usage report (`usage_update`) in this conversation; null: none yet, or a new conversation. */
@@ -82,6 +90,25 @@ export class ChatModel {
   /** The seq of the oldest event loaded (0: none). */
   get firstSeq(): number {
     return this._events.find(e => typeof e.seq === 'number')?.seq ?? 0;
+  }
+
+  /**
+   * Forget every event (the server's history moved: it does not hold what this model shows); the server's replay
+   * from the start follows.
+   */
+  restart(): void {
+    this.items = [];
+    this._byId.clear();
+    this._tools.clear();
+    this._perms.clear();
+    this._events = [];
+    this.lastSeq = 0;
+    this.runningTurn = null;
+    this.turnStarts.clear();
+    this.olderBefore = null;
+    this.gap = null;
+    this.epoch++;
+    this.onChange?.();
   }
 
   /** Apply events in order; returns how many were new. */
@@ -145,6 +172,7 @@ export class ChatModel {
       modes: this.modes,
       configOptions: this.configOptions,
       alwaysAllowed: this.alwaysAllowed,
+      sessionPolicy: this.sessionPolicy,
       usage: this.usage
     };
     this.items = [];
@@ -267,7 +295,10 @@ export class ChatModel {
     item.version++;
   }
 
-  private _reduce(e: IAcpEvent): void {
+  private _reduce(raw: IAcpEvent): void {
+    // What the server sends, typed by `wire.ts` (generated from the models the server's events are checked against),
+    // so each case reads its event's own fields; a type this sidebar does not know (a newer server) reaches default.
+    const e = raw as AcpEvent;
     const seq = typeof e.seq === 'number' ? e.seq : 0;
     switch (e.type) {
       case 'turn_started': {
@@ -356,7 +387,11 @@ export class ChatModel {
             Array.isArray(e.tool_channels) &&
             e.tool_channels.some((c: unknown) => c === 'mcp-http' || c === 'mcp-stdio'),
           startedAt: turnId ? this.turnStarts.get(turnId) : undefined,
-          endedAt: typeof e.ts === 'number' ? e.ts : undefined
+          endedAt: typeof e.ts === 'number' ? e.ts : undefined,
+          review:
+            typeof e.review?.changes === 'number'
+              ? { changes: e.review.changes, after: e.review.after === true }
+              : undefined
         });
         break;
       }
@@ -396,16 +431,20 @@ export class ChatModel {
       }
       case 'policy_changed':
         this.alwaysAllowed = Array.isArray(e.always_allowed) ? e.always_allowed.map(String) : [];
+        if ('policy' in e) {
+          this.sessionPolicy = typeof e.policy === 'string' ? e.policy : null;
+        }
         break;
       case 'audit': {
         if (e.decision !== 'refused') {
           break; // allowed actions are the tool cards themselves
         }
         // `action` is the tool's name (or the power's, fs/*); `message` the refusal's own words (which
-        // rule, and how the user can change it); `rule` its short name
-        const name = e.tool ?? e.action;
+        // rule, and how the user can change it); `rule` its short name. `tool`, `text` and `reason` are no
+        // fields of the server's audit events (wire.ts): read from the loose event, as before, for any that has them
+        const name = raw.tool ?? e.action;
         const what = name ? toolLabel(String(name)) : 'an action';
-        const message = e.message ?? e.text ?? e.reason;
+        const message = e.message ?? raw.text ?? raw.reason;
         const rule = e.rule === undefined || e.rule === null ? undefined : String(e.rule);
         this._add<IAuditItem>({
           kind: 'audit',
@@ -426,7 +465,11 @@ export class ChatModel {
         if (e.phase === 'session_reset') {
           this.usage = null; // a new conversation: its context starts empty
         }
-        if (e.phase === 'conversation_resumed' || e.phase === 'conversation_deleted') {
+        if (
+          e.phase === 'conversation_resumed' ||
+          e.phase === 'conversation_deleted' ||
+          e.phase === 'conversation_forked'
+        ) {
           this.conversationChangedAt = seq;
         }
         this._add<INoticeItem>({
@@ -583,6 +626,14 @@ export class ChatModel {
     if (Array.isArray(u.locations)) {
       tool.locations = u.locations;
     }
+    this._agentTerminal(tool, u);
+    const own = ownToolOfUpdate(u);
+    if (own) {
+      // an update that names the tool replaces what the card knows of it (arguments only when it carries them)
+      tool.own = { name: own.name, args: own.args ?? (tool.own?.name === own.name ? tool.own.args : undefined) };
+    } else if (tool.own && u.rawInput && typeof u.rawInput === 'object' && !Array.isArray(u.rawInput)) {
+      tool.own = { name: tool.own.name, args: u.rawInput }; // the arguments of a call named earlier
+    }
     if (!tool.title) {
       tool.title = key;
     }
@@ -590,8 +641,55 @@ export class ChatModel {
     return tool;
   }
 
+  /**
+   * The terminal of a command the agent runs itself, from the `_meta` an agent sends once the client advertises
+   * `terminal_output` (claude-agent-acp: `terminal_info` on the call, `terminal_output` with the output, appended as
+   * codex-acp streams it, `terminal_exit` with the status). The output keeps its last AGENT_TERMINAL_CHARS.
+   */
+  private _agentTerminal(tool: IToolItem, u: any): void {
+    const meta = u?._meta;
+    if (!meta || typeof meta !== 'object') {
+      return;
+    }
+    const info = meta.terminal_info;
+    const out = meta.terminal_output;
+    const exit = meta.terminal_exit;
+    const id = [info, out, exit].map(m => (m && typeof m === 'object' ? m.terminal_id : undefined)).find(Boolean);
+    if (typeof id !== 'string' || !id) {
+      return;
+    }
+    const state: ITerminalState =
+      tool.agentTerminal?.terminalId === id
+        ? tool.agentTerminal
+        : {
+            terminalId: id,
+            name: '', // no Jupyter terminal: nothing to open
+            command: '',
+            args: [],
+            cwd: typeof info?.cwd === 'string' ? info.cwd : '',
+            output: '',
+            truncated: false,
+            exitStatus: null,
+            released: false
+          };
+    const command = tool.rawInput?.command ?? u?.rawInput?.command;
+    if (typeof command === 'string' && command) {
+      state.command = command;
+    }
+    if (out && typeof out.data === 'string') {
+      const all = state.output + out.data;
+      state.truncated = state.truncated || all.length > AGENT_TERMINAL_CHARS;
+      state.output = all.length > AGENT_TERMINAL_CHARS ? all.slice(all.length - AGENT_TERMINAL_CHARS) : all;
+    }
+    if (exit && typeof exit === 'object') {
+      const code = typeof exit.exit_code === 'number' ? exit.exit_code : null;
+      state.exitStatus = { exitCode: code, signal: typeof exit.signal === 'string' ? exit.signal : null };
+    }
+    tool.agentTerminal = state;
+  }
+
   /** An agent's question (`elicitation_request`), or its end (`elicitation_resolved`, completed or not). */
-  private _elicitation(e: IAcpEvent, seq: number): void {
+  private _elicitation(e: IElicitationRequestEvent | IElicitationResolvedEvent, seq: number): void {
     const id = String(e.elicitation_id ?? '');
     const known = this.items.find((i): i is IElicitationItem => i.kind === 'elicitation' && i.elicitationId === id);
     if (e.type === 'elicitation_request') {
@@ -632,7 +730,7 @@ export class ChatModel {
     this._touch(known);
   }
 
-  private _permissionRequest(e: IAcpEvent, seq: number): void {
+  private _permissionRequest(e: IPermissionRequestEvent, seq: number): void {
     const requestId = String(e.request_id);
     const call = { ...(e.tool_call ?? {}) };
     if (!call.toolCallId) {
@@ -645,12 +743,23 @@ export class ChatModel {
     const perm: IPermission = {
       requestId,
       turnId,
-      options: Array.isArray(e.options) ? e.options : [],
-      source: e.source
+      // the agent's options as it sent them (ACP's PermissionOption; the wire keeps them loose)
+      options: Array.isArray(e.options) ? (e.options as IPermissionOption[]) : [],
+      source: e.source,
+      ...(e.wording === 'client' ? { wording: 'client' } : {})
     };
-    // the gate asks about a call the agent already shows as a card: ask on that card, in the gate's own words
-    const shown = e.source === 'client' ? call._meta?.jupyter_acp?.agent_call : undefined;
-    const host = shown !== undefined ? this._tools.get(String(shown)) : undefined;
+    // the server asks about a call the agent shows (or will show) as a card: ask on that card, in the server's
+    // own words (the gate's question, or an agent's request the server words: never one the agent words itself)
+    const ours = e.source === 'client' || e.wording === 'client';
+    const shown = ours ? call._meta?.jupyter_acp?.agent_call : undefined;
+    let host = shown !== undefined ? this._tools.get(String(shown)) : undefined;
+    if (shown !== undefined && (!host || host.turnId !== turnId)) {
+      // not shown yet (gemini-cli sends its card only after it asked): the agent's later updates land here
+      host = this._upsertTool(
+        { toolCallId: String(shown), title: call.title, kind: call.kind, status: 'pending' },
+        seq
+      );
+    }
     let tool: IToolItem;
     if (host && host.turnId === turnId) {
       tool = host;

@@ -5,6 +5,7 @@
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
+import { trans } from './i18n';
 import type { IChoice, IModes, IPermissionOption, IPicker } from './items';
 
 /** An option's id: `id` in ACP v1, `configId` in v2 drafts. */
@@ -38,8 +39,8 @@ export function pickersOf(modes: IModes | null | undefined, configOptions: any[]
     out.push({
       kind: 'mode',
       id: 'mode',
-      name: 'Mode',
-      description: 'How much the agent may do without asking',
+      name: trans.__('Mode'),
+      description: trans.__('How much the agent may do without asking'),
       value: current,
       choices
     });

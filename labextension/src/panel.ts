@@ -20,10 +20,11 @@ import type { CommandRegistry } from '@lumino/commands';
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { AcpApi, ISessionInfo } from './api';
+import { AcpApi, ApiError, ISessionInfo } from './api';
 import { CellMarks } from './cellmarks';
 import { Composer, IPanelSettings } from './composer';
 import { button, el } from './dom';
+import { drawnState, firstDrawn, IDrawnState, revealAbove, revealFrom } from './drawn';
 import { HistoryMenu } from './history';
 import { Pickers } from './pickers';
 import { IRenderContext, renderItem } from './renderers';
@@ -32,8 +33,9 @@ import { TurnFooter } from './renderers/notices';
 import { PlanStrip } from './renderers/plans';
 import { renderStatus } from './renderers/status';
 import { PromptQueue } from './queue';
+import type { ReviewController } from './review';
 import { NoFetchSanitizer, onRemoteClick } from './sanitizer';
-import { SessionView } from './session';
+import { IEntry, SessionView } from './session';
 import { SetupCard } from './setup';
 import { decorateShortcuts, UsageMeter } from './usage';
 
@@ -46,7 +48,12 @@ export interface IPanelOptions {
   api?: AcpApi;
   /** JupyterLab's commands (an error's actions: open a terminal). */
   commands?: CommandRegistry;
+  /** Review and rewind (review/): the turn footer's "Review N changes", "Review after" in the header. */
+  review?: ReviewController;
 }
+
+/** How far from the window's right edge JupyterLab's toasts open (this sidebar's width, when it is on the right). */
+const TOAST_OFFSET = '--jp-ACP-toast-offset';
 
 export class AgentPanel extends Widget {
   readonly api: AcpApi;
@@ -70,9 +77,14 @@ export class AgentPanel extends Widget {
   private _history: HistoryMenu;
   /** The session's last seq when each view was made: a conversation change after it (another tab) replays. */
   private _bornAt = new WeakMap<SessionView, number>();
+  /** Which of each conversation's items are drawn (drawn.ts): the latest, and older ones as the user scrolls up. */
+  private _drawn = new WeakMap<SessionView, IDrawnState>();
   /** The built-in agent's model form and an agent's login card (setup.ts). */
   private _setup: SetupCard;
-  /** Long turns (issue 17): the plan strip above the input, the running turn's footer, queued prompts, cell marks. */
+  /**
+   * Long turns (the user leaves the agent working): the plan strip above the input, the running turn's footer,
+   * queued prompts, cell marks.
+   */
   private _planStrip = new PlanStrip();
   private _footer = new TurnFooter(view => {
     if (view === this._view) {
@@ -81,6 +93,7 @@ export class AgentPanel extends Widget {
   });
   private _queue: PromptQueue;
   private _marks: CellMarks;
+  private _review: ReviewController | null;
 
   // DOM
   private _header = el('div', 'jp-ACP-header');
@@ -101,6 +114,7 @@ export class AgentPanel extends Widget {
     this.api = options.api ?? new AcpApi();
     this._tracker = options.tracker;
     this._commands = options.commands;
+    this._review = options.review ?? null;
     // the sidebar's own rendermime: agent content fetches nothing from another server without a click
     this._sanitizer = new NoFetchSanitizer(options.rendermime.sanitizer);
     this._rendermime = options.rendermime.clone({ sanitizer: this._sanitizer });
@@ -120,7 +134,8 @@ export class AgentPanel extends Widget {
       },
       canOpenTerminal: () => !!options.commands?.hasCommand('terminal:create-new'),
       openTerminal: name =>
-        void options.commands?.execute(name ? 'terminal:open' : 'terminal:create-new', name ? { name } : {})
+        void options.commands?.execute(name ? 'terminal:open' : 'terminal:create-new', name ? { name } : {}),
+      reviewFooter: (view, item) => this._review?.footer(view, item) ?? null
     };
     const panel = this; // eslint-disable-line @typescript-eslint/no-this-alias
     const host = {
@@ -137,7 +152,8 @@ export class AgentPanel extends Widget {
       path: () => this._path(),
       flash: (text: string, level?: string) => this._flash(text, level),
       renderChrome: () => this._renderChrome(),
-      queue: (view: SessionView, text: string, blocks: unknown[]) => this._queue.add(view, text, blocks)
+      queue: (view: SessionView, text: string, blocks: unknown[]) => this._queue.add(view, text, blocks),
+      hold: (view: SessionView, text: string) => this._setup.hold(view, text)
     };
     this._queue = new PromptQueue({
       api: this.api,
@@ -193,6 +209,7 @@ export class AgentPanel extends Widget {
       pickRow,
       this._pickers.enabled,
       this._pickers.options,
+      ...(this._review ? [this._review.policy.node] : []),
       this._pickers.optionsError,
       this._pickers.policy
     );
@@ -223,11 +240,37 @@ export class AgentPanel extends Widget {
     this._tracker.activeCellChanged.connect(() => this._composer.updateChip(), this);
     void this._pickers.loadAgents();
     this._follow();
+    this._review?.attach(this);
+  }
+
+  /** The sidebar's width changed (its split handle, the window): JupyterLab's toasts stay clear of it. */
+  protected onResize(msg: Widget.ResizeMessage): void {
+    super.onResize(msg);
+    this._placeToasts();
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    document.body.style.removeProperty(TOAST_OFFSET);
+  }
+
+  /**
+   * JupyterLab's toasts open at the window's bottom right: over this sidebar's input and Send when it is open on the
+   * right. While it is, they open left of it (style/base.css reads the offset).
+   */
+  private _placeToasts(): void {
+    const r = this.node.getBoundingClientRect();
+    if (this.isVisible && r.width > 0 && r.right >= window.innerWidth - 80) {
+      document.body.style.setProperty(TOAST_OFFSET, `${Math.round(window.innerWidth - r.left)}px`);
+    } else {
+      document.body.style.removeProperty(TOAST_OFFSET);
+    }
   }
 
   /** Shown again (the sidebar was collapsed while answers arrived): follow the latest, as before. */
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
+    this._placeToasts();
     const view = this._view;
     if (view) {
       if (view.stick) {
@@ -292,6 +335,60 @@ export class AgentPanel extends Widget {
       return;
     }
     pick.click();
+  }
+
+  /** The conversation on screen (review opens its turns). */
+  get shownView(): SessionView | null {
+    return this._view;
+  }
+
+  /**
+   * Scroll the conversation on screen to a turn's prompt, loading older history until it shows (a mark's "Open in
+   * the conversation"); false when the turn is not in this conversation.
+   */
+  async revealTurn(turnId: string): Promise<boolean> {
+    const view = this._view;
+    for (let page = 0; view && view === this._view && page < 50; page++) {
+      const prompt = view.model.items.find(i => i.kind === 'user' && i.turnId === turnId);
+      if (prompt) {
+        revealFrom(view.model.items, this._drawnOf(view), prompt.id); // an older turn is drawn to be shown
+      }
+      this._render(view);
+      const node = view.log.querySelector<HTMLElement>(`[data-kind="user"][data-turn="${CSS.escape(turnId)}"]`);
+      if (node) {
+        view.stick = false;
+        node.scrollIntoView({ block: 'start' });
+        node.classList.add('jp-ACP-highlighted');
+        window.setTimeout(() => node.classList.remove('jp-ACP-highlighted'), 2500);
+        return true;
+      }
+      if (view.model.olderBefore === null) {
+        return false;
+      }
+      await view.loadOlder(() => undefined);
+    }
+    return false;
+  }
+
+  /** Render the turn ends of `view` again (their "Review N changes" count changed). */
+  rerender(view: SessionView): void {
+    for (const item of view.model.items) {
+      const entry = item.kind === 'turn_end' ? view.nodes.get(item.id) : undefined;
+      if (entry) {
+        entry.version = -1;
+      }
+    }
+    this._scheduleRender(view);
+  }
+
+  /** A message in the status line for a few seconds. */
+  flash(text: string, level?: string): void {
+    this._flash(text, level);
+  }
+
+  /** The header, the status line and the buttons again. */
+  renderChrome(): void {
+    this._renderChrome();
   }
 
   dispose(): void {
@@ -374,7 +471,7 @@ export class AgentPanel extends Widget {
         this._show(this._view);
         return;
       }
-      const info = await this.api.openSession(path, choice);
+      const { info, readOnly } = await this._openOrWatch(path, choice);
       if (token !== this._bindToken) {
         return;
       }
@@ -390,6 +487,11 @@ export class AgentPanel extends Widget {
             void this._bind(); // another tab or %acp use changed the notebook's agent: show that one's
           }
         };
+        created.log.addEventListener('scroll', () => {
+          if (created.log.scrollTop < 80 && created.hiddenAbove > 0) {
+            this._revealAbove(created); // what the model holds above is drawn before the server is asked
+          }
+        });
         view = created;
         this._views.set(info.id, view);
         this._bornAt.set(view, info.last_seq);
@@ -398,12 +500,34 @@ export class AgentPanel extends Widget {
         view.info = info;
         view.setAlwaysAllowed(info);
       }
+      view.readOnly = readOnly;
       this._show(view);
     } catch (err) {
       if (token !== this._bindToken) {
         return;
       }
       this._show(null, `Could not open an agent session for ${path}: ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * The notebook's session: opened (``write``), or, for a user the server lets only read (a read-only JupyterHub
+   * share), the one that already exists, watched: the conversation shows, nothing can be sent. A notebook nobody has
+   * talked to yet has no session to watch: the refusal is shown.
+   */
+  private async _openOrWatch(path: string, agent?: string): Promise<{ info: ISessionInfo; readOnly: boolean }> {
+    try {
+      return { info: await this.api.openSession(path, agent), readOnly: false };
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 403) {
+        throw err;
+      }
+      const existing = await this.api.sessions(path).catch(() => [] as ISessionInfo[]);
+      const info = existing.find(s => s.agent === agent) ?? existing[0];
+      if (!info) {
+        throw err;
+      }
+      return { info, readOnly: true };
     }
   }
 
@@ -485,10 +609,21 @@ export class AgentPanel extends Widget {
     if (view.epoch !== view.model.epoch) {
       this._resync(view);
     }
+    // the drawn window (drawn.ts): items above it have no node (those that had one leave the DOM)
+    const items = view.model.items;
+    const start = firstDrawn(items, this._drawnOf(view), stick);
+    view.hiddenAbove = start;
+    for (let i = 0; i < start; i++) {
+      const gone = view.nodes.get(items[i].id);
+      if (gone) {
+        this._drop(view, items[i].id, gone);
+      }
+    }
     // entries in the model's order, after the hint: live items append, older pages insert above
     let prev: Node = view.hint;
-    const lastEnd = [...view.model.items].reverse().find(i => i.kind === 'turn_end');
-    for (const item of view.model.items) {
+    const lastEnd = [...items].reverse().find(i => i.kind === 'turn_end');
+    for (let i = start; i < items.length; i++) {
+      const item = items[i];
       let entry = view.nodes.get(item.id);
       if (!entry) {
         entry = { node: el('div'), version: -1 };
@@ -526,18 +661,14 @@ export class AgentPanel extends Widget {
     }
     // a short history page that does not fill the log cannot be scrolled: load the next one (once
     // the answers are rendered: markdown renders after this returns)
-    if (view.model.olderBefore !== null && !view.loadingOlder && !view.olderError && view.autoLoad === null) {
+    const more = view.hiddenAbove > 0 || view.model.olderBefore !== null;
+    if (more && !view.loadingOlder && !view.olderError && view.autoLoad === null) {
       view.autoLoad = window.setTimeout(() => {
         view.autoLoad = null;
         const log = view.log;
         const visible = log.clientHeight > 0; // a hidden sidebar measures nothing: wait to be shown
-        if (
-          view === this._view &&
-          visible &&
-          view.model.olderBefore !== null &&
-          log.scrollHeight <= log.clientHeight + 80
-        ) {
-          void view.loadOlder(() => this._scheduleRender(view));
+        if (view === this._view && visible && log.scrollHeight <= log.clientHeight + 80) {
+          this._revealAbove(view);
         }
       }, 400);
     }
@@ -549,21 +680,48 @@ export class AgentPanel extends Widget {
     const live = new Set(view.model.items.map(i => i.id));
     for (const [id, entry] of view.nodes) {
       if (!live.has(id)) {
-        try {
-          entry.renderer?.dispose();
-        } catch {
-          // detached already
-        }
-        entry.node.remove();
-        view.nodes.delete(id);
+        this._drop(view, id, entry);
       }
+    }
+  }
+
+  /** An item's node leaves the log (its item went, or it is above the drawn window). */
+  private _drop(view: SessionView, id: string, entry: IEntry): void {
+    try {
+      entry.renderer?.dispose();
+    } catch {
+      // detached already
+    }
+    entry.node.remove();
+    view.nodes.delete(id);
+  }
+
+  private _drawnOf(view: SessionView): IDrawnState {
+    let state = this._drawn.get(view);
+    if (!state) {
+      state = drawnState();
+      this._drawn.set(view, state);
+    }
+    return state;
+  }
+
+  /**
+   * The user reached the top of what is drawn (scrolling, "Earlier messages…", a log too short to scroll): draw
+   * older items the model holds, keeping what they read in place; when all are drawn, ask the server for a page.
+   */
+  private _revealAbove(view: SessionView): void {
+    if (revealAbove(view.model.items, this._drawnOf(view))) {
+      view.keepAnchor();
+      this._scheduleRender(view);
+    } else if (view.model.olderBefore !== null) {
+      void view.loadOlder(() => this._scheduleRender(view));
     }
   }
 
   /** The line at the top of a long history. */
   private _renderEarlier(view: SessionView): void {
     const box = view.earlier;
-    const more = view.model.olderBefore !== null;
+    const more = view.hiddenAbove > 0 || view.model.olderBefore !== null;
     box.hidden = !more && !view.olderError;
     box.textContent = '';
     if (box.hidden) {
@@ -581,7 +739,7 @@ export class AgentPanel extends Widget {
         button(
           'Earlier messages…',
           'jp-ACP-linkButton jp-ACP-earlierButton',
-          () => void view.loadOlder(() => this._scheduleRender(view)),
+          () => this._revealAbove(view),
           undefined,
           'Load earlier messages of this conversation (or scroll up)'
         )
@@ -596,16 +754,22 @@ export class AgentPanel extends Widget {
     const running = !!model?.runningTurn;
     this._composer.stop.hidden = !running;
     this._composer.send.hidden = running;
-    this._composer.send.disabled = !view;
-    this._newChat.disabled = !view;
+    const watching = !!view?.readOnly; // read only: the conversation shows, nothing is sent from here
+    this._composer.send.disabled = !view || watching;
+    this._newChat.disabled = !view || watching;
     this._history.button.disabled = !view;
-    this._composer.input.disabled = !view;
+    this._composer.input.disabled = !view || watching;
+    this._composer.input.placeholder = watching
+      ? 'Read only: you may watch this conversation, not take part in it'
+      : 'Ask the agent… (/ commands, @ variables)';
+    this.node.classList.toggle('jp-mod-readOnly', watching);
     this._composer.node.hidden = !this._path();
     this._header.hidden = !this._path();
 
     this._planStrip.render(this._path() ? (view ?? null) : null);
     this._pickers.renderOptions();
     this._pickers.renderPolicy();
+    this._review?.policy.render(view);
     this._usage.render(model?.usage ?? null);
     const activity = `${view?.info.id}:${model?.runningTurn}:${model?.pendingPermissions().length}`;
     if (activity !== this._activity) {

@@ -2,12 +2,13 @@
  * Prompts sent while the agent works: queued in the panel, sent when the turn ends.
  *
  * Client-side on purpose: the server runs one turn per session and answers a prompt sent during a
- * turn with 409 (sessions/turns.py `prompt`), and the prompt's blocks (the included selection,
+ * turn with 409 (sessions/connections/turns.py `prompt`), and the prompt's blocks (the included selection,
  * `@variables`, images) are read in this browser when the user presses Enter. The queue is kept in
  * localStorage per session, so a reload of the page loses nothing: the reloaded panel sends it when
  * the turn it waited for has ended.
  */
 import { el, button } from './dom';
+import { trans } from './i18n';
 import type { AcpApi } from './api';
 import type { SessionView } from './session';
 
@@ -103,7 +104,7 @@ export class PromptQueue {
       await this._host.api.cancel(view.info.id);
     } catch (err) {
       view.stopping = null;
-      this._host.flash(`Could not stop the running turn: ${(err as Error).message}`);
+      this._host.flash(trans.__('Could not stop the running turn: %1', (err as Error).message));
     }
     this._host.scheduleRender(view);
   }
@@ -141,7 +142,7 @@ export class PromptQueue {
       // put it back first in line: a 409 means a turn started meanwhile (another tab, the magic)
       this._set(view, [next, ...this.items(view)]);
       if ((err as any)?.status !== 409) {
-        this._host.flash(`Could not send the queued prompt: ${(err as Error).message}`);
+        this._host.flash(trans.__('Could not send the queued prompt: %1', (err as Error).message));
       }
     } finally {
       this._sending.delete(id);
@@ -153,7 +154,7 @@ export class PromptQueue {
     let box = this._nodes.get(view);
     if (!box) {
       box = el('div', 'jp-ACP-queuedList');
-      box.setAttribute('aria-label', 'Queued prompts');
+      box.setAttribute('aria-label', trans.__('Queued prompts'));
       this._nodes.set(view, box);
     }
     const list = this.items(view);
@@ -173,33 +174,33 @@ export class PromptQueue {
       const head = el(
         'div',
         'jp-ACP-queuedHead',
-        q.urgent ? 'Next, once the agent stops' : 'Queued: sent when the agent finishes'
+        q.urgent ? trans.__('Next, once the agent stops') : trans.__('Queued: sent when the agent finishes')
       );
-      const text = el('div', 'jp-ACP-queuedText', q.text || '(attachments only)');
+      const text = el('div', 'jp-ACP-queuedText', q.text || trans.__('(attachments only)'));
       const extra = q.blocks.filter(b => b?.type !== 'text').length;
       if (extra) {
         // the selection, @variables and images read when Enter was pressed go with it
-        text.appendChild(el('span', 'jp-ACP-muted', ` + ${extra} attachment${extra === 1 ? '' : 's'}`));
+        text.appendChild(el('span', 'jp-ACP-muted', trans._n(' + %1 attachment', ' + %1 attachments', extra)));
       }
       const actions = el('div', 'jp-ACP-queuedActions');
       if (!q.urgent) {
         actions.appendChild(
           button(
-            'Send now (stop current)',
+            trans.__('Send now (stop current)'),
             'jp-ACP-linkButton jp-ACP-queuedSendNow',
             () => void this.sendNow(view, q.id),
             undefined,
-            'Send now (stop current): stop the running turn and send this prompt next'
+            trans.__('Send now (stop current): stop the running turn and send this prompt next')
           )
         );
       }
       actions.appendChild(
         button(
-          'Remove',
+          trans.__('Remove'),
           'jp-ACP-linkButton jp-ACP-queuedRemove',
           () => this.remove(view, q.id),
           undefined,
-          'Remove: this queued prompt is not sent'
+          trans.__('Remove: this queued prompt is not sent')
         )
       );
       bubble.append(head, text, actions);

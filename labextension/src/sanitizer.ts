@@ -1,5 +1,6 @@
 /**
- * Nothing fetched without a click (issue 11, hole 7): the sidebar's sanitizer, and the media
+ * Nothing fetched without a click (a fetch made by agent content carries what the agent put in its URL, the
+ * notebook's secrets among them, to any host): the sidebar's sanitizer, and the media
  * elements and click-to-load links of agent content.
  */
 import type { IRenderMime } from '@jupyterlab/rendermime';
@@ -7,7 +8,7 @@ import type { IRenderMime } from '@jupyterlab/rendermime';
 import { el } from './dom';
 import { cssMayFetch, isRemoteUrl } from './model';
 
-// -- nothing fetched without a click (issue 11, hole 7) --------------------------------------------
+// -- nothing fetched without a click -----------------------------------------------------------------
 /** Elements that load or embed something by themselves: never rendered from agent content. */
 const DROPPED_TAGS = new Set([
   'script',
@@ -170,7 +171,7 @@ export class NoFetchSanitizer implements IRenderMime.ISanitizer {
 
 /**
  * An image, video or audio element for `url`, or a click-to-load link when it is on another server
- * and was not clicked yet (the tool card's share of hole 7).
+ * and was not clicked yet (the tool card's share of the same rule).
  */
 export function mediaElement(
   sanitizer: NoFetchSanitizer,

@@ -39,6 +39,8 @@ export class SessionView {
   epoch = 0;
   loadingOlder = false;
   olderError: string | null = null;
+  /** Items the model holds above the drawn ones (the panel draws a window of them; scrolling up draws more). */
+  hiddenAbove = 0;
   /** A pending check whether the log is too short to scroll (then the next page loads by itself). */
   autoLoad: number | null = null;
   /** The reading position (distance from the bottom) to keep while older history lands above it. */
@@ -50,6 +52,8 @@ export class SessionView {
   historyIndex = -1;
   revertible = new Set<string>();
   draft = '';
+  /** The user may only watch this conversation (the server refused to open a session for them: read only). */
+  readOnly = false;
   /** The turn the user asked to stop (Esc or Stop): the status says "Stopping…" until it ends. */
   stopping: string | null = null;
   private _poll: number | null = null;
@@ -80,7 +84,7 @@ export class SessionView {
     this.log.setAttribute('aria-label', 'Conversation with the agent');
     this.log.addEventListener('scroll', () => {
       this.stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 48;
-      if (this.log.scrollTop < 80 && this.model.olderBefore !== null) {
+      if (this.log.scrollTop < 80 && this.hiddenAbove === 0 && this.model.olderBefore !== null) {
         void this.loadOlder(onChange);
       }
     });
@@ -110,6 +114,7 @@ export class SessionView {
         }
       }
     );
+    this.stream.onMoved = () => this.model.restart(); // the server's history replaces what was shown
     this.stream.onState = state => {
       if (state === 'open') {
         void this.refreshRevertible(onChange); // a restarted server no longer holds older edits

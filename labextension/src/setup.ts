@@ -5,9 +5,14 @@
  * suggestions, the provider's key variable and the key, an optional API base); an agent that answered "log in"
  * gets one row per login method it offers: `agent` → a button that asks the agent to log in (`authenticate`),
  * `env_var` → a password field kept on the server for that agent only, `terminal` → a JupyterLab terminal
- * running the agent's login command. Values go to the server (kept 0600 for that agent) and never come back:
- * the card shows "set" or "from environment" only. The card is rebuilt only when what it shows changes, so a
- * field being typed in is never wiped by the chrome's re-renders. (Over 400 lines on purpose: the model form and
+ * running the agent's login command (the server starts it from its argument list with the agent's environment,
+ * `POST agents/NAME/login-terminal`; the card opens that terminal by name and never types into a shell; a login
+ * hiding control characters is shown refused, with the server's reason). Values go to the server (kept 0600 for
+ * that agent) and never come back: the card shows "set" or "from environment" only. What the server's admin fixed
+ * (`fixed_by_admin`: the model and endpoint, provider keys, logging in to that agent) is shown greyed with the
+ * admin's reason, since the server refuses it anyway. The card is rebuilt only when what it shows changes, so a
+ * field being typed in is never wiped by the chrome's re-renders. An agent that offers ACP `logout` (known once it
+ * started) gets a one-line "Log out" instead, asked twice, whose next prompt then brings the login card back. (Over 400 lines on purpose: the model form and
  * the login rows are one card with one life — shown, saved, the agent restarted, the prompt retried.)
  */
 import type { CommandRegistry } from '@lumino/commands';
@@ -24,7 +29,10 @@ export interface IAuthMethod {
   description: string;
   kind: 'agent' | 'env_var' | 'terminal' | string;
   vars?: string[];
+  /** What a `terminal` login runs, quoted, its control characters escaped (shown, never typed). */
   command?: string;
+  /** Why the server will not start this `terminal` login (the rule and the character it hides). */
+  refused?: string;
 }
 
 /** `GET agents/NAME/settings`. */
@@ -38,6 +46,10 @@ export interface IAgentSettings {
   auth_methods: IAuthMethod[];
   state: string;
   notice?: string;
+  /** What the server's admin fixed (model, api_base, key, login), with the reason: shown greyed. */
+  fixed_by_admin?: Record<string, string>;
+  /** The agent offers ACP `logout` (`agentCapabilities.auth.logout`). */
+  logout?: boolean;
 }
 
 export interface IModelList {
@@ -73,11 +85,28 @@ export function agentModels(api: AcpApi, name: string): Promise<IModelList> {
   return api.request(`agents/${encodeURIComponent(name)}/models`);
 }
 
+/** Start an agent's `terminal` login on the server; the answer names the Jupyter terminal to open. */
+export function startLoginTerminal(
+  api: AcpApi,
+  name: string,
+  methodId: string
+): Promise<{ name: string; reused: boolean }> {
+  return api.request(`agents/${encodeURIComponent(name)}/login-terminal`, {
+    method: 'POST',
+    body: JSON.stringify({ methodId })
+  });
+}
+
 export function authenticate(api: AcpApi, name: string, methodId: string): Promise<IAgentSettings> {
   return api.request(`agents/${encodeURIComponent(name)}/authenticate`, {
     method: 'POST',
     body: JSON.stringify({ methodId })
   });
+}
+
+/** The agent forgets the account it works for (ACP `logout`; needs `execute`). */
+export function logout(api: AcpApi, name: string): Promise<IAgentSettings> {
+  return api.request(`agents/${encodeURIComponent(name)}/logout`, { method: 'POST', body: '{}' });
 }
 
 let lists = 0;
@@ -103,6 +132,13 @@ export class SetupCard {
 
   /** The agent whose model form the user opened (a model is set, but the provider refused it). */
   private _forced: string | null = null;
+  /**
+   * What the user typed in the model form, by field: the card is rebuilt when what it shows changes (Saving…, the
+   * suggestions arriving), and a rebuilt form shows what was typed, not blank fields, until a Save succeeds.
+   */
+  private _typed: Record<string, string> = {};
+  /** A prompt sent while the model form was open: it waits in the card and goes once Save succeeds. */
+  private _held: { view: SessionView; text: string } | null = null;
 
   constructor(private readonly _host: ISetupHost) {
     this.node.hidden = true;
@@ -123,6 +159,21 @@ export class SetupCard {
     });
   }
 
+  /**
+   * Keep a prompt sent while the built-in agent has no model (its form is open): the agent could only answer that it
+   * has none. True when kept: the card shows it, and Save sends it.
+   */
+  hold(view: SessionView, text: string): boolean {
+    const s = this._settings;
+    if (this.node.hidden || this.node.dataset.card !== 'model' || !s?.needs_model || s.name !== view.info.agent) {
+      return false;
+    }
+    this._held = { view, text };
+    this._sig = '';
+    this._host.renderChrome();
+    return true;
+  }
+
   /** Called with every chrome render: cheap unless something the card shows changed. */
   render(): void {
     const view = this._host.view;
@@ -138,7 +189,8 @@ export class SetupCard {
       (!!view.startError &&
         /needs you to log in|authenticat/i.test(view.startError) &&
         this._handled !== view.startError);
-    const want = `${agent}|${login ? 'login' : ''}`;
+    // fetched again once the agent runs: whether it offers logout is known from then
+    const want = `${agent}|${login ? 'login' : ''}|${view.model.phase === 'ready' ? 'ready' : ''}`;
     if (want !== this._fetched) {
       this._fetched = want;
       void this._fetch(agent);
@@ -146,18 +198,84 @@ export class SetupCard {
     const s = this._settings && this._settings.name === agent ? this._settings : null;
     const showModel = !!s?.builtin && (!!s?.needs_model || this._forced === agent);
     const showLogin = login && !!s && s.auth_methods.length > 0;
-    const sig = JSON.stringify([agent, showModel, showLogin, s, this._busy, this._error, !!this._models, this._forced]);
+    const showLogout = !showModel && !showLogin && !!s?.logout;
+    const sig = JSON.stringify([
+      agent,
+      showModel,
+      showLogin,
+      showLogout,
+      s,
+      this._busy,
+      this._error,
+      !!this._models,
+      this._forced,
+      this._confirmLogout,
+      this._held?.view === view ? this._held.text : null
+    ]);
     if (sig === this._sig) {
       return;
     }
     this._sig = sig;
     this.node.textContent = '';
-    this.node.hidden = !showModel && !showLogin;
-    this.node.dataset.card = showModel ? 'model' : showLogin ? 'login' : '';
+    this.node.hidden = !showModel && !showLogin && !showLogout;
+    this.node.dataset.card = showModel ? 'model' : showLogin ? 'login' : showLogout ? 'logout' : '';
     if (showModel && s) {
       this._modelForm(s);
     } else if (showLogin && s) {
       this._loginCard(s, problem ?? view.startError);
+    } else if (showLogout && s) {
+      this._logoutRow(s);
+    }
+  }
+
+  // -- logout ----------------------------------------------------------------------------------------
+  private _confirmLogout = false;
+
+  /** One line: "Log out", then "Log out of NAME? Log out / Keep"; the agent's next session asks for a login. */
+  private _logoutRow(s: IAgentSettings): void {
+    const row = el('div', 'jp-ACP-logoutRow');
+    if (this._confirmLogout) {
+      row.append(
+        el('span', 'jp-ACP-muted', `Log out of ${s.name}? It asks you to log in again when it next needs to.`),
+        button(this._busy ? 'Logging out…' : 'Log out', 'jp-ACP-logoutYes', () => void this._logout(s)),
+        button('Keep', 'jp-ACP-logoutNo', () => {
+          this._confirmLogout = false;
+          this._host.renderChrome();
+        })
+      );
+    } else {
+      row.append(
+        button(
+          `Log out of ${s.name}`,
+          'jp-ACP-linkButton jp-ACP-logoutButton',
+          () => {
+            this._confirmLogout = true;
+            this._error = '';
+            this._host.renderChrome();
+          },
+          undefined,
+          `Log out of ${s.name}: the account it works for`
+        )
+      );
+    }
+    if (this._error) {
+      row.appendChild(el('div', 'jp-ACP-setupError', this._error));
+    }
+    this.node.appendChild(row);
+  }
+
+  private async _logout(s: IAgentSettings): Promise<void> {
+    this._busy = true;
+    this._host.renderChrome();
+    try {
+      this._settings = await logout(this._host.api, s.name);
+      this._confirmLogout = false;
+      this._host.flash(`Logged out of ${s.name}: it asks you to log in when it next needs to`, 'info');
+    } catch (err) {
+      this._error = `Not logged out: ${(err as Error).message}`;
+    } finally {
+      this._busy = false;
+      this._host.renderChrome();
     }
   }
 
@@ -187,6 +305,7 @@ export class SetupCard {
     const form = el('form', 'jp-ACP-setupForm');
     form.setAttribute('aria-label', "The built-in agent's model");
     const forced = !s.needs_model;
+    const fixed = s.fixed_by_admin ?? {};
     form.append(
       el(
         'div',
@@ -196,8 +315,10 @@ export class SetupCard {
       el(
         'p',
         'jp-ACP-setupHint',
-        'A litellm model string and its provider key. Both stay on this server, for this agent only (a private ' +
-          "file); a variable set in Jupyter's environment wins. Saving restarts only this agent."
+        fixed.model && fixed.key
+          ? 'Your admin set this agent’s model, endpoint and key on the server: they cannot be changed here.'
+          : 'A litellm model string and its provider key. Both stay on this server, for this agent only (a private ' +
+              "file); a variable set in Jupyter's environment wins. Saving restarts only this agent."
       )
     );
     const listId = `jp-ACP-models-${++lists}`;
@@ -208,7 +329,7 @@ export class SetupCard {
     model.setAttribute('aria-label', 'Model');
     model.autocomplete = 'off';
     model.required = true;
-    model.value = s.model ?? '';
+    model.value = this._typed.model ?? s.model ?? '';
     const datalist = el('datalist');
     datalist.id = listId;
     for (const m of this._models?.suggestions ?? []) {
@@ -225,6 +346,9 @@ export class SetupCard {
       keyVar.appendChild(o);
     }
     keyVar.value = vars.includes('OPENAI_API_KEY') ? 'OPENAI_API_KEY' : vars[0];
+    if (this._typed.key_env && vars.includes(this._typed.key_env)) {
+      keyVar.value = this._typed.key_env;
+    }
     model.addEventListener('input', () => {
       // the model's provider names its key: openai/… → OPENAI_API_KEY
       const provider = model.value.split('/')[0];
@@ -244,6 +368,16 @@ export class SetupCard {
     base.placeholder = 'API base URL (optional: a local or compatible server)';
     base.setAttribute('aria-label', 'API base URL');
     base.autocomplete = 'off';
+    // what was typed survives the card's rebuilds (Saving…, suggestions arriving) until a Save succeeds
+    key.value = this._typed.key ?? '';
+    base.value = this._typed.api_base ?? '';
+    const remember = () => {
+      this._typed = { model: model.value, key_env: keyVar.value, key: key.value, api_base: base.value };
+    };
+    for (const input of [model, keyVar, key, base]) {
+      input.addEventListener('input', remember);
+      input.addEventListener('change', remember);
+    }
     const save = el('button', 'jp-ACP-button jp-ACP-setupSave', this._busy ? 'Saving…' : 'Save and restart the agent');
     save.type = 'submit';
     save.disabled = this._busy;
@@ -257,32 +391,69 @@ export class SetupCard {
         })
       );
     }
+    // what the admin fixed is shown greyed, with the reason (the server refuses it anyway)
+    const fixedModel = fixed.model ?? fixed.api_base;
+    model.disabled = base.disabled = !!fixedModel;
+    keyVar.disabled = key.disabled = !!fixed.key;
+    if (fixedModel) {
+      base.placeholder = 'set by your admin';
+    }
+    if (fixed.key) {
+      key.placeholder = 'from the server’s environment';
+    }
+    save.disabled = this._busy || (!!fixedModel && !!fixed.key);
     form.append(
       this._row('Model', model),
       datalist,
+      ...this._fixedNote(fixedModel),
       this._row('Key variable', keyVar),
       this._row('Key', key),
+      ...this._fixedNote(fixed.key),
       this._row('API base', base),
       actions
     );
+    const held = this._held;
+    if (held && held.view === this._host.view) {
+      const waiting = el('div', 'jp-ACP-setupHeld');
+      waiting.setAttribute('role', 'status');
+      waiting.append(
+        el('strong', '', 'Your prompt waits for the model: '),
+        el('span', 'jp-ACP-setupHeldText', held.text),
+        el('span', 'jp-ACP-muted', ' — it is sent when you save.')
+      );
+      form.insertBefore(waiting, form.children[2] ?? null);
+    }
     if (this._error) {
       form.appendChild(el('div', 'jp-ACP-setupError', this._error));
     }
     form.addEventListener('submit', e => {
       e.preventDefault();
-      const body: any = { model: model.value.trim() };
-      if (key.value) {
+      const body: any = fixedModel ? {} : { model: model.value.trim() };
+      if (key.value && !fixed.key) {
         body.key_env = keyVar.value;
         body.key = key.value;
       }
-      if (base.value.trim()) {
+      if (base.value.trim() && !fixedModel) {
         body.api_base = base.value.trim();
       }
       void this._save(s.name, body, () => {
         key.value = '';
+        this._typed = {};
+        this._sendHeld(s.name);
       });
     });
     this.node.appendChild(form);
+  }
+
+  /** "Set by your admin: REASON" under the fields the admin fixed (none when nothing is). */
+  private _fixedNote(reason: string | undefined): HTMLElement[] {
+    if (!reason) {
+      return [];
+    }
+    const note = el('div', 'jp-ACP-setupFixed');
+    note.dataset.fixedByAdmin = 'true';
+    note.append(el('strong', '', 'Set by your admin: '), document.createTextNode(reason));
+    return [note];
   }
 
   private _row(label: string, input: HTMLElement): HTMLElement {
@@ -297,9 +468,9 @@ export class SetupCard {
     this._host.renderChrome();
     try {
       const s = await saveAgentSettings(this._host.api, agent, body);
-      done();
-      this._settings = s;
+      this._settings = s; // before `done`: a prompt it sends finds the agent set up
       this._forced = null;
+      done();
       this._host.flash(s.notice || `Settings of ${agent} saved`, 'info');
       this._host.agentsChanged();
     } catch (err) {
@@ -319,6 +490,8 @@ export class SetupCard {
       el('div', 'jp-ACP-setupTitle', `${s.name} needs you to log in`),
       el('p', 'jp-ACP-setupHint', 'Pick one of the ways it offers:')
     );
+    const fixedLogin = s.fixed_by_admin?.login;
+    card.append(...this._fixedNote(fixedLogin));
     for (const m of s.auth_methods) {
       const row = el('div', 'jp-ACP-loginMethod');
       row.dataset.kind = m.kind;
@@ -355,10 +528,15 @@ export class SetupCard {
           });
           row.append(this._row(v, input), save);
         }
+      } else if (m.kind === 'terminal' && m.command && m.refused) {
+        row.append(
+          el('code', 'jp-ACP-loginCommand', m.command),
+          el('div', 'jp-ACP-setupError jp-ACP-loginRefused', m.refused)
+        );
       } else if (m.kind === 'terminal' && m.command) {
         const open = button('Open a terminal', 'jp-ACP-loginButton', () => {
           if (this._canOpenTerminal()) {
-            void this._openTerminal(m.command!);
+            void this._openTerminal(s.name, m.id);
             this._terminalOpened = m.id;
             this._sig = '';
             this._host.renderChrome();
@@ -378,6 +556,17 @@ export class SetupCard {
           );
         }
       }
+      const fixedHere = fixedLogin ?? (m.kind === 'env_var' ? s.fixed_by_admin?.key : undefined);
+      if (fixedHere) {
+        row.classList.add('jp-mod-fixed');
+        row.querySelectorAll('button, input').forEach(x => {
+          (x as HTMLButtonElement | HTMLInputElement).disabled = true;
+          (x as HTMLElement).title = fixedHere;
+        });
+        if (!fixedLogin) {
+          row.append(...this._fixedNote(fixedHere));
+        }
+      }
       card.appendChild(row);
     }
     if (this._error) {
@@ -389,16 +578,42 @@ export class SetupCard {
   private _terminalOpened = '';
 
   private _canOpenTerminal(): boolean {
-    return !!this._host.commands?.hasCommand('terminal:create-new');
+    return !!this._host.commands?.hasCommand('terminal:open');
   }
 
-  /** A JupyterLab terminal with the agent's login command typed in (the user reads it, it runs at once). */
-  private async _openTerminal(command: string): Promise<void> {
+  /** The agent's login, started by the server in a terminal of its own (its argument list, the agent's environment),
+   * opened here by its name: nothing is typed into a shell. */
+  private async _openTerminal(agent: string, methodId: string): Promise<void> {
     try {
-      const widget: any = await this._host.commands!.execute('terminal:create-new');
-      widget?.content?.session?.send({ type: 'stdin', content: [command + '\r'] });
+      const started = await startLoginTerminal(this._host.api, agent, methodId);
+      await this._host.commands!.execute('terminal:open', { name: started.name });
     } catch (err) {
-      this._host.flash(`Could not open a terminal: ${(err as Error).message}`);
+      this._host.flash(`Could not open the login terminal: ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * The model is saved: the prompt that waited for it goes now; or, when the prompt went before the form showed and
+   * was answered that no model is configured, that prompt goes again.
+   */
+  private _sendHeld(agent: string): void {
+    const view = this._host.view;
+    const held = this._held;
+    this._held = null;
+    if (!view || view.info.agent !== agent) {
+      return;
+    }
+    if (held && held.view === view) {
+      this._host.resend(held.text);
+      return;
+    }
+    const items = view.model.items;
+    const answer = [...items].reverse().find(i => i.kind === 'message');
+    if (answer && answer.kind === 'message' && /^No model is configured/.test(answer.text)) {
+      const last = [...items].reverse().find(i => i.kind === 'user');
+      if (last && last.kind === 'user' && items.indexOf(last) < items.indexOf(answer)) {
+        this._retry();
+      }
     }
   }
 

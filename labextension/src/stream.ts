@@ -4,6 +4,7 @@
  * No JupyterLab imports (node's test runner drives it with a fake socket).
  */
 import { IAcpEvent } from './model';
+import type { IHistoryMoved } from './wire';
 
 export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
@@ -26,6 +27,9 @@ export class OpError extends Error {
   }
 }
 
+/** The first frame of a stream whose `after` is past the server's last seq (`seq`): declared with the wire. */
+export type { IHistoryMoved };
+
 /** The open streams by session id: prompts, cancels and permission answers ride them when they are open. */
 const streams = new Map<string, EventStream>();
 
@@ -44,6 +48,11 @@ const SESSION_IN_URL = /\/sessions\/([0-9a-f]{32})\/stream/;
 export class EventStream {
   state: StreamState = 'connecting';
   onState: ((s: StreamState) => void) | null = null;
+  /**
+   * The server's history does not hold the events this client saw (its store was replaced or restored): the
+   * handler drops what the client holds; the frames that follow replay the server's history from the start.
+   */
+  onMoved: ((moved: IHistoryMoved) => void) | null = null;
   private _ws: WebSocket | null = null;
   private _timer: ReturnType<typeof setTimeout> | null = null;
   private _delay = 500;
@@ -128,6 +137,11 @@ export class EventStream {
             this._pending.delete(data.ref);
             p.resolve(data as IOpAnswer);
           }
+          return;
+        }
+        if (!Array.isArray(data) && data && data.history_moved === true) {
+          queue = [];
+          this.onMoved?.(data as IHistoryMoved);
           return;
         }
         if (Array.isArray(data)) {

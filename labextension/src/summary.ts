@@ -2,8 +2,9 @@
  * Pure helpers for the panel's header meter and the background badges: how usage reads, and what the
  * server's session list says is waiting or running, per notebook.
  *
- * No DOM and no JupyterLab imports (node's test runner exercises them).
+ * No DOM and no JupyterLab imports (node's test runner exercises them; i18n.ts imports only types).
  */
+import { trans } from './i18n';
 import type { IUsage } from './model';
 
 /** A token count as a short label: 950, 53k, 1.2M. */
@@ -37,11 +38,14 @@ export function costText(cost: { amount: number; currency: string }): string {
 export function usageView(u: IUsage): { label: string; fraction: number; percent: number; tooltip: string } {
   const fraction = Math.max(0, Math.min(1, u.used / u.size));
   const percent = Math.round(fraction * 100);
-  let tooltip =
-    `Context window: ${u.used.toLocaleString('en-US')} of ${u.size.toLocaleString('en-US')} tokens used (${percent}%).` +
-    ' A new conversation (+) starts it empty.';
+  let tooltip = trans.__(
+    'Context window: %1 of %2 tokens used (%3%%). A new conversation (+) starts it empty.',
+    u.used.toLocaleString('en-US'),
+    u.size.toLocaleString('en-US'),
+    percent
+  );
   if (u.cost) {
-    tooltip += ` Cost of this session so far: ${u.cost.amount} ${u.cost.currency}.`;
+    tooltip += trans.__(' Cost of this session so far: %1 %2.', u.cost.amount, u.cost.currency);
   }
   return { label: `${shortCount(u.used)} / ${shortCount(u.size)}`, fraction, percent, tooltip };
 }
@@ -95,10 +99,10 @@ export function badgeOf(a: INotebookActivity | undefined): { text: string; words
   if (a.pending) {
     return {
       text: a.pending > 9 ? '9+' : String(a.pending),
-      words: `${a.pending} permission request${a.pending === 1 ? '' : 's'} waiting for you`
+      words: trans._n('%1 permission request waiting for you', '%1 permission requests waiting for you', a.pending)
     };
   }
-  return { text: '', words: 'the agent is working' };
+  return { text: '', words: trans.__('the agent is working') };
 }
 
 /** Every notebook's activity summed up (the panel's own icon). */

@@ -5,6 +5,7 @@
 import { CommandRegistry } from '@lumino/commands';
 
 import { el } from './dom';
+import { trans } from './i18n';
 import type { IUsage } from './model';
 import { costText, usageView } from './summary';
 
@@ -24,7 +25,7 @@ export class UsageMeter {
     this._bar.setAttribute('role', 'meter');
     this._bar.setAttribute('aria-valuemin', '0');
     this._bar.setAttribute('aria-valuemax', '100');
-    this._bar.setAttribute('aria-label', 'Context window used');
+    this._bar.setAttribute('aria-label', trans.__('Context window used'));
     this.node.append(this._bar, this._label, this._cost);
     this.node.hidden = true;
   }
@@ -40,11 +41,13 @@ export class UsageMeter {
     this.node.dataset.level = v.fraction >= 0.9 ? 'high' : v.fraction >= 0.7 ? 'warn' : 'ok';
     this._fill.style.width = `${v.percent}%`;
     this._bar.setAttribute('aria-valuenow', String(v.percent));
-    this._bar.setAttribute('aria-valuetext', `${v.percent}% (${v.label} tokens)`);
+    this._bar.setAttribute('aria-valuetext', trans.__('%1%% (%2 tokens)', v.percent, v.label));
     this._label.textContent = v.label;
     this._cost.hidden = !usage.cost;
     this._cost.textContent = usage.cost ? costText(usage.cost) : '';
-    this._cost.title = usage.cost ? `Cost of this session so far: ${usage.cost.amount} ${usage.cost.currency}` : '';
+    this._cost.title = usage.cost
+      ? trans.__('Cost of this session so far: %1 %2', usage.cost.amount, usage.cost.currency)
+      : '';
   }
 }
 
@@ -88,7 +91,7 @@ export function decorateShortcuts(node: HTMLElement, commands: CommandRegistry |
       target.setAttribute('aria-keyshortcuts', ariaKeys(aria));
       // the accessible name holds the visible text, the shortcut included
       target.setAttribute('aria-label', `${target.getAttribute('aria-label') ?? target.textContent ?? ''} ${keys}`);
-      target.title = `${target.title} Shortcut: ${keys}.`;
+      target.title = trans.__('%1 Shortcut: %2.', target.title, keys);
     }
   }
 }

@@ -290,7 +290,8 @@ def test_permissions(world):
 
 
 def test_cards_carry_human_titles_and_the_source_as_text(world):
-    """Issue 14: "Edit cell c1" and the new source as text, in the tool call and in the permission request;
+    """The words "Edit cell c1" and the new source as text (what the user must see to decide), in the tool call and
+    in the permission request;
     the tool's own name rides in _meta (a client matching an allowed call by name still finds it)."""
     a = world.agent
     sid = world.run(a.new_session(world.cwd))["sessionId"]
@@ -385,7 +386,14 @@ def test_cancel_mid_stream(world):
         await a.notify("session/cancel", {"sessionId": sid})
         result = await turn
         seen = len(a.updates[sid])
-        await asyncio.sleep(0.6)
+        # barrier: the same slow answer in another session, until three of its words came (0.25 s each): a
+        # cancelled turn that kept streaming would have sent a word of its own by then
+        other = (await a.new_session(world.cwd))["sessionId"]
+        again = asyncio.ensure_future(a.prompt(other, "slow answer"))
+        while a.kinds(other).count("agent_message_chunk") < 3:
+            await asyncio.sleep(0.05)
+        await a.notify("session/cancel", {"sessionId": other})
+        await again
         return result, seen
 
     result, seen = world.run(go())

@@ -172,7 +172,8 @@ def test_concurrency_and_cancel(state_dir, tmp_path):
         sids = [(await c.new_session(str(tmp_path)))["sessionId"] for _ in range(5)]
         words = " ".join(f"w{i}" for i in range(100))
         turns = [asyncio.ensure_future(c.prompt(s, words)) for s in sids[:4]]
-        await asyncio.sleep(0.5)
+        while not all(c.updates.get(s) for s in sids[:4]):  # barrier: every turn is streaming
+            await asyncio.sleep(0.01)
         assert not any(t.done() for t in turns)
         err = await rpc_error(c.prompt(sids[4], "one too many"))
         assert err.code == INVALID_PARAMS and "concurrent" in err.message
@@ -183,10 +184,11 @@ def test_concurrency_and_cancel(state_dir, tmp_path):
         results = await asyncio.gather(*turns)
         assert [r["stopReason"] for r in results] == ["cancelled"] * 4
         seen = len(c.updates[sids[0]])
-        await asyncio.sleep(0.5)
-        assert len(c.updates[sids[0]]) == seen  # nothing after the response
-        # the slots are free again
+        # the slots are free again; and this turn, which streams at the same pace (0.2 s a word), is the barrier: a
+        # cancelled turn that kept streaming would have sent another word by the time this one's two have come
         assert (await c.prompt(sids[4], "free now"))["stopReason"] == "end_turn"
+        assert len(c.updates[sids[4]]) >= 2
+        assert len(c.updates[sids[0]]) == seen  # nothing after the response
         assert await c.close() == 0
 
     run(go())

@@ -1,4 +1,4 @@
-"""A scripted ACP agent for the panel's header meter, background badges and keyboard (issues 14, 17).
+"""A scripted ACP agent for the panel's header meter, background badges and keyboard.
 
 ``python tests/browser/badges_agent.py``: the prompt's first word picks the scene.
 

@@ -92,7 +92,7 @@ class Lab:
 
 #: what the fake model answers the built-in agent (see jupyter_acp.testing.fake_model)
 FAKE_MODEL_RULES = [
-    # the kernel tools reach the agent in the user's order of events (issue 18); without them: words only
+    # the kernel tools reach the agent in the user's order of events (session before kernel); without them: words only
     {"tool": "execute_cells$", "match": "run the first cell", "arguments": {"cell_ids": ["cell-run"]}},
     {"match": "run the first cell", "text": "I cannot run code in this notebook."},
     {"role": "tool", "match": "41 \\+ 1 =", "text": "It printed: {last}"},
@@ -280,20 +280,9 @@ def jp_server_cleanup() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
-        try:
-            yield b
-        finally:
-            b.close()
+def browser(chromium: Browser) -> Browser:
+    """The run's one Chromium (tests/conftest.py ``chromium``)."""
+    return chromium
 
 
 class Ui:

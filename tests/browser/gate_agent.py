@@ -111,7 +111,7 @@ def _agent_class() -> type:
             if history:
                 for i in range(int(history.group(1))):
                     await self._chunk(sid, f"h{i}\n\n")
-                    await asyncio.sleep(0.012)  # past the server's flush wait: an event each, not one joined burst
+                    await asyncio.sleep(0.03)  # past the flush wait: mostly an event each
                 return {"stopReason": "end_turn"}
             return await super().on_session_prompt(params)
 

@@ -1,4 +1,4 @@
-"""A scripted ACP agent for long turns in the panel (issue 17 item 7): the prompt's first word picks the scene.
+"""A scripted ACP agent for long turns in the panel: the prompt's first word picks the scene.
 
 ``python tests/browser/long_turns_agent.py``
 

@@ -1,4 +1,4 @@
-"""A scripted ACP agent for the panel's rough edges (issue 17): the prompt's first word picks the scene.
+"""A scripted ACP agent for the panel's rough edges: the prompt's first word picks the scene.
 
 ``python tests/browser/polish_agent.py``
 

@@ -1,4 +1,4 @@
-"""Issue 14 in a real JupyterLab: the built-in agent's model set from the panel, the login card (an agent's own
+"""Setting agents up, in a real JupyterLab: the built-in agent's model set from the panel, the login card (an agent's own
 login, a key variable, a terminal login), and enabling an agent found on PATH from the picker.
 
 A server of its own (this module's ``lab``): the built-in agent WITHOUT a model, three scripted ``login`` agents (one
@@ -70,6 +70,47 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[L
     assert KEY not in lab.log.read_text(errors="replace"), "the key reached the server's log"
 
 
+def test_the_first_prompt_waits_for_the_model_form_and_goes_when_it_is_saved(ui, fake_model):
+    nb = ui.lab.notebook("first-run.ipynb")
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.widen_panel(200)
+    ui.pick_agent("builtin")
+    card = ui.panel.locator(".jp-ACP-setup")
+    expect(card).to_contain_text("Choose a model for the built-in agent", timeout=LONG)
+    try:
+        # the user asks first: the prompt waits in the form, the agent is not asked to answer without a model
+        ui.send("hello first run")
+        expect(card.locator(".jp-ACP-setupHeld")).to_contain_text("hello first run")
+        expect(ui.panel.get_by_label("Message to the agent")).to_have_value("")
+        card.get_by_label("Model", exact=True).fill("openai/fake")
+        card.get_by_label("API key", exact=True).fill(KEY)
+        card.get_by_label("API base URL").fill(fake_model.url)
+        # the suggestions arriving rebuild the card: what was typed stays
+        expect(
+            card.get_by_label("Key variable", exact=True).locator("option[value='ANTHROPIC_API_KEY']")
+        ).to_be_attached(timeout=LONG)
+        expect(card.get_by_label("Model", exact=True)).to_have_value("openai/fake")
+        expect(card.get_by_label("API base URL")).to_have_value(fake_model.url)
+        shot(ui, "first-run-form")
+        save = card.get_by_role("button", name="Save and restart the agent")
+        save.click()
+        # while it saves, the fields keep what was typed
+        saving = card.get_by_role("button", name="Saving…")
+        if saving.count():
+            expect(card.get_by_label("Model", exact=True)).to_have_value("openai/fake")
+        # Save sent the prompt: the model answers it, once, and nobody was told that no model is configured
+        answer = ui.panel.locator(".jp-ACP-message").last
+        expect(answer).to_contain_text("You said: hello first run", timeout=LONG)
+        expect(card).to_be_hidden()
+        expect(ui.panel.locator(".jp-ACP-user")).to_have_count(1)
+        assert "No model is configured" not in ui.panel.locator(".jp-ACP-log").inner_text()
+        shot(ui, "first-run-answered")
+    finally:
+        # the next test sets the model up from scratch
+        ui.lab.api("agents/builtin/settings", {"model": "", "api_base": ""})
+
+
 def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
     nb = ui.lab.notebook("model.ipynb")
     ui.open_lab(nb)
@@ -114,7 +155,8 @@ def test_model_form_sets_the_builtin_agent_up(ui, fake_model):
     card.get_by_role("button", name="Close").click()
     expect(card).to_be_hidden()
     assert KEY not in ui.panel.inner_html()
-    stored = Path(settings["store"])
+    assert settings["stored"] == "stored on the server"  # never the path of the file holding the keys
+    stored = ui.lab.data_dir / "jupyter_acp" / "agent_settings.json"  # next to the store (JupyterACP.store_path)
     assert oct(stored.stat().st_mode & 0o777) == "0o600"
 
 
@@ -141,6 +183,19 @@ def test_login_card_agent_method(ui):
     expect(ui.panel.locator(".jp-ACP-message").last).to_have_text("0 1 2 3 4", timeout=LONG)
     expect(card).to_be_hidden()
     shot(ui, "login-done")
+
+    # the agent offers ACP logout: one line, asked twice; its next prompt brings the login card back
+    setup = ui.panel.locator(".jp-ACP-setup")
+    setup.get_by_role("button", name="Log out of login-agent").click()
+    expect(setup).to_contain_text("Log out of login-agent?")
+    assert_accessible(ui.page, "log out asked, light")
+    shot(ui, "logout-asked")
+    setup.get_by_role("button", name="Log out", exact=True).click()
+    expect(ui.page.get_by_text("Logged out of login-agent")).to_be_visible(timeout=LONG)
+    ui.send("go again")
+    err = ui.panel.locator(".jp-ACP-turnEnd.jp-mod-error").last
+    expect(err).to_have_attribute("data-error-kind", "needs_login", timeout=LONG)
+    expect(card).to_be_visible(timeout=LONG)
 
 
 def test_login_card_key_variable(ui):
@@ -200,10 +255,11 @@ def test_enable_an_agent_found_on_path(ui):
     shot(ui, "enable-dialog")
     dialog.get_by_role("button", name="Enable").click()
     note = ui.panel.locator(".jp-ACP-enabledNote")
-    written = ui.lab.config_dir / "jupyter_server_config.d" / "jupyter_acp_agents.json"
-    expect(note).to_contain_text(str(written), timeout=LONG)
+    written = ui.lab.data_dir / "jupyter_acp" / "user_agents.json"  # the user's own agents, next to the store
+    expect(note).to_contain_text("kept on the server", timeout=LONG)
     expect(picker.locator("option[value='codex']")).to_be_attached()
     expect(picker).to_have_value("echo")  # enabling does not switch this notebook's agent
     shot(ui, "enabled")
     assert oct(written.stat().st_mode & 0o777) == "0o600"
-    assert json.loads(written.read_text())["JupyterACP"]["agents"]["codex"]["command"] == "codex-acp"
+    assert json.loads(written.read_text())["agents"]["codex"]["command"] == "codex-acp"
+    assert not (ui.lab.config_dir / "jupyter_server_config.d" / "jupyter_acp_agents.json").exists()

@@ -1,4 +1,5 @@
-"""Issue 17 item 9 in a real JupyterLab: ``%acp use echo`` run in a cell of the open notebook switches the Agent panel
+"""One current agent per notebook, in a real JupyterLab: ``%acp use echo`` run in a cell of the open notebook
+switches the Agent panel
 (and a second browser's panel on the same notebook) to echo's conversation, said in one line; the panel's picker
 and the magic change one server-side fact, and a ``%%acp`` cell then lands in the conversation the panel shows."""
 

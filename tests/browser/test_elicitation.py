@@ -1,4 +1,4 @@
-"""Issue 14, elicitation, in the sidebar: an agent's form (from its JSON schema) is filled and submitted, a field the
+"""Elicitation in the sidebar: an agent's form (from its JSON schema) is filled and submitted, a field the
 server refuses says which one, the answered state is shown (and again after a reload); a URL question shows its
 host and opens only on the user's click, and ``elicitation/complete`` closes it; Decline answers decline.
 

@@ -1,6 +1,6 @@
-"""Issue 11 in the sidebar: the one gate's controls are the user's, not the agent's.
+"""The one gate in the sidebar: its controls are the user's, not the agent's.
 
-* Hole 3: the agent writes the option labels, so a button labelled "Reject" could carry kind
+* The agent writes the option labels, so a button labelled "Reject" could carry kind
   `allow_once`. The sidebar labels each button by its kind; the agent's wording is secondary text.
 * "Always allow" is per tool and per notebook session, shown in the panel's header and revocable there.
 * A refused action (an ``audit`` event) is a small line saying which rule refused; events the sidebar
@@ -128,7 +128,8 @@ def test_long_history_comes_in_pages_when_scrolled_up(ui):
         expect(panel.locator(".jp-ACP-message").nth(turn)).to_contain_text(f"h{39 + turn}", timeout=LONG)
         expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
     sid = _session(ui.lab, nb, "gate")["id"]
-    assert ui.lab.api(f"sessions/{sid}")["last_seq"] > 120
+    # three turns of 40+ chunks: several pages of history even when a loaded machine joins some chunks in one flush
+    assert ui.lab.api(f"sessions/{sid}")["last_seq"] > 75
 
     # a reload replays only the latest page (25 events): the start of the conversation is not there
     ui.page.reload()

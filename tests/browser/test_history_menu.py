@@ -1,4 +1,4 @@
-"""The history menu (issue 14): a notebook's earlier conversations listed in the panel's header, one opened
+"""The history menu: a notebook's earlier conversations listed in the panel's header, one opened
 read-only with the panel's renderers, resumed (the echo agent is given its history), deleted after a
 confirmation."""
 
@@ -119,3 +119,29 @@ def test_history_menu_lists_opens_resumes_and_deletes(ui, second_ui):
     shot(ui, "read-only-dark")
     archive.get_by_role("button", name="Back to the current conversation").click()
     set_theme(ui.page, dark=False)
+
+
+def test_fork_from_here_starts_a_new_conversation_listed_in_the_history(ui):
+    """ "Fork from here" on a turn's end: the panel shows the new conversation afresh, holding what was said up to that
+    turn and no further, and the history lists both."""
+    nb = ui.lab.notebook("fork.ipynb", ["x = 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("echo")
+    ui.widen_panel()
+    panel = ui.panel
+    for words in ("first about plums", "second about figs"):
+        ui.send(words)
+        expect(panel.locator(".jp-ACP-message").last).to_contain_text(words.split()[-1], timeout=LONG)
+        expect(panel.get_by_role("button", name="Send (Enter)")).to_be_visible(timeout=LONG)
+    panel.locator(".jp-ACP-turnEnd").first.get_by_role("button", name="Fork from here").click()
+    expect(panel.locator(".jp-ACP-notice").last).to_contain_text("forked after that turn", timeout=LONG)
+    expect(panel.locator(".jp-ACP-message", has_text="plums").first).to_be_visible()
+    expect(panel.locator(".jp-ACP-message", has_text="figs")).to_have_count(0)
+    shot(ui, "forked")
+    assert_accessible(ui.page, "forked conversation, light")
+    panel.get_by_role("button", name="Earlier conversations of this notebook").click()
+    items = panel.locator(".jp-ACP-historyMenu .jp-ACP-historyItem")
+    expect(items).to_have_count(2, timeout=LONG)
+    expect(items.nth(0)).to_contain_text("current")
+    expect(items.nth(0)).to_contain_text("1 turn")
+    expect(items.nth(1)).to_contain_text("2 turns")

@@ -194,7 +194,7 @@ def test_agent_without_images_disables_the_chip(ui):
 
 
 def test_a_plot_from_the_builtin_agents_tool_shows_in_its_card(ui):
-    """Issue 17 item 1: the built-in agent runs a cell that draws a plot; the plot is in the tool card."""
+    """The built-in agent runs a cell that draws a plot; the plot is in the tool card."""
     plot = base64.b64encode(plot_png()).decode()
     source = (
         f"from IPython.display import Image, display\nimport base64\ndisplay(Image(data=base64.b64decode('{plot}')))"

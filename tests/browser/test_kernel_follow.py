@@ -1,4 +1,5 @@
-"""Issue 18 in the user's order of events: the agent session is up before the kernel, and still runs cells.
+"""The tools follow the kernel in the user's order of events: the agent session is up before the kernel, and still
+runs cells.
 
 The notebook's built-in agent session is warmed up while the notebook has no kernel (its tool list then says "no
 kernel"); the notebook is opened in JupyterLab, which starts the kernel, and the user asks at once to run a cell.

@@ -1,4 +1,5 @@
-"""Long turns in the panel (issue 17 item 7), in a real JupyterLab with a scripted agent and the built-in agent on a
+"""Long turns in the panel (the user leaves the agent working), in a real JupyterLab with a scripted agent and the
+built-in agent on a
 fake model; screenshots in ``test-artifacts/screens/c2-*.png``.
 
 * a sticky plan strip above the input ("2 of 3 · current step", expands to the whole plan);
@@ -162,6 +163,8 @@ def test_agent_edited_cells_are_marked_with_undo_per_cell(ui):
     expect(cells.nth(1)).not_to_have_class(marked)
     idle(panel)
     ui.send("add a cell")
+    # an insertion asks too (issue 23): allowed, it lands marked
+    panel.locator(".jp-ACP-permission:not(.jp-mod-resolved) [data-option-kind='allow_once']").click(timeout=LONG)
     expect(cells).to_have_count(3, timeout=LONG)
     expect(cells.nth(2)).to_have_class(marked, timeout=LONG)
     idle(panel)

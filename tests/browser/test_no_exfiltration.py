@@ -1,4 +1,5 @@
-"""Issue 11, hole 7: agent content must not make the browser fetch anything without a click.
+"""Agent content must not make the browser fetch anything without a click (a fetch carries what the agent put in its
+URL, the notebook's secrets among them, to a host the agent chose).
 
 A prompt-injected agent answers markdown images, raw ``<img>``, ``srcset``, CSS ``url()``, ``<link>``,
 ``<iframe>``, ``<video poster>``, ``<audio>``/``<source>``, ... plus ACP ``image`` / ``resource_link``
@@ -73,6 +74,32 @@ def listener() -> Iterator[Listener]:
         yield lst
 
 
+def fetched_by_agent_content(listener: Listener) -> list[str]:
+    return [p for p in listener.paths if not p.startswith("/canary-")]
+
+
+def browser_had_its_chance(page, panel, listener: Listener, tag: str) -> None:
+    """Barrier: the test's own canaries (an image and a CSS background, put in the panel's last message by the
+    test, past the sanitizer) reach the listener. The browser fetches what the agent's content would have made it
+    fetch as it lays the message out, before the canaries added after it: once they arrived, so would have that."""
+    page.wait_for_load_state("networkidle")
+    panel.locator(".jp-ACP-message").last.evaluate(
+        """(message, [base, tag]) => {
+            const img = document.createElement('img');
+            img.src = `${base}/canary-img-${tag}`;
+            const css = document.createElement('div');
+            css.style.cssText = `width: 2px; height: 2px; background-image: url(${base}/canary-css-${tag})`;
+            message.append(img, css);
+        }""",
+        [listener.url, tag],
+    )
+    wanted = {f"/canary-img-{tag}", f"/canary-css-{tag}"}
+    deadline = time.monotonic() + 30
+    while not wanted <= set(listener.paths):
+        assert time.monotonic() < deadline, f"the canaries never reached the listener: {listener.paths}"
+        time.sleep(0.05)
+
+
 def test_agent_content_fetches_nothing_until_clicked(ui, listener):
     (ui.lab.root / "pixel.png").write_bytes(base64.b64decode(PIXEL_PNG_B64))
     nb = ui.lab.notebook("exfil.ipynb", ["secret = 'hunter2'"])
@@ -85,10 +112,9 @@ def test_agent_content_fetches_nothing_until_clicked(ui, listener):
     # the tool card open (its details render too), the thought open
     panel.locator(".jp-ACP-toolHead").last.click()
     panel.locator(".jp-ACP-thought summary").first.click()
-    ui.page.wait_for_load_state("networkidle")
-    time.sleep(1.5)  # media, lazy images and styles get their chance
+    browser_had_its_chance(ui.page, panel, listener, "rendered")
     ui.shot("exfil-rendered", full=False)
-    assert listener.paths == [], f"the page fetched agent URLs with no click: {listener.paths}"
+    assert fetched_by_agent_content(listener) == [], f"the page fetched agent URLs with no click: {listener.paths}"
 
     # what is safe still renders: data: images and the server's own files
     message = panel.locator(".jp-ACP-message")
@@ -102,31 +128,30 @@ def test_agent_content_fetches_nothing_until_clicked(ui, listener):
     remote = message.locator(f'a.jp-ACP-remote[data-acp-url="{listener.url}/md-image?d=SECRET"]')
     expect(remote).to_have_count(1)
     expect(remote).to_contain_text("127.0.0.1")
-    assert listener.paths == []
+    assert fetched_by_agent_content(listener) == []
 
     # a click loads that one image, and only it
     remote.click()
     loaded = message.locator(f'img[src="{listener.url}/md-image?d=SECRET"]')
     expect(loaded).to_have_count(1, timeout=LONG)
     deadline = time.monotonic() + 10
-    while not listener.paths and time.monotonic() < deadline:
+    while not fetched_by_agent_content(listener) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert listener.paths == ["/md-image?d=SECRET"]
+    assert fetched_by_agent_content(listener) == ["/md-image?d=SECRET"]
 
     # the ACP image of the tool card: same, click to load
     tool_image = panel.locator(f'.jp-ACP-tool a.jp-ACP-remote[data-acp-url="{listener.url}/tool-image?d=SECRET"]')
     expect(tool_image).to_have_count(1)
     tool_image.click()
     deadline = time.monotonic() + 10
-    while len(listener.paths) < 2 and time.monotonic() < deadline:
+    while len(fetched_by_agent_content(listener)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert listener.paths == ["/md-image?d=SECRET", "/tool-image?d=SECRET"]
+    assert fetched_by_agent_content(listener) == ["/md-image?d=SECRET", "/tool-image?d=SECRET"]
 
     # a reload renders the transcript again: still nothing fetched but what was clicked in this page
     ui.page.reload()
     ui.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=LONG)
     ui.show_panel()
     expect(panel.locator(".jp-ACP-message").last).to_contain_text("END-OF-ANSWER", timeout=LONG)
-    ui.page.wait_for_load_state("networkidle")
-    time.sleep(1.5)
-    assert listener.paths == ["/md-image?d=SECRET", "/tool-image?d=SECRET"]
+    browser_had_its_chance(ui.page, panel, listener, "reloaded")
+    assert fetched_by_agent_content(listener) == ["/md-image?d=SECRET", "/tool-image?d=SECRET"]

@@ -21,8 +21,12 @@ def test_agent_edits_the_notebook(ui):
     cells = page.locator(".jp-NotebookPanel:visible .jp-Cell")
     expect(cells).to_have_count(1)
 
-    # an insertion (not gated) shows up in the open notebook at once
+    # an insertion is a change of the notebook: asked with the cell on the card, then it shows up at once
     ui.send("add a greeting cell")
+    ask = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)").last
+    expect(ask).to_contain_text("hello from the agent", timeout=LONG)
+    expect(cells).to_have_count(1)
+    ask.locator("button[data-option-kind='allow_once']").click()
     expect(cells).to_have_count(2, timeout=LONG)
     expect(cells.nth(1)).to_contain_text("hello from the agent")
     card = panel.locator(".jp-ACP-tool").last

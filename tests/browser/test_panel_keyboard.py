@@ -1,4 +1,4 @@
-"""Keyboard and accessibility of the panel (issue 17 item 4), in a real JupyterLab with the scripted
+"""Keyboard and accessibility of the panel, in a real JupyterLab with the scripted
 ``badges`` agent; screenshots in ``test-artifacts/screens/b3-*.png``.
 
 * Palette commands with default shortcuts: open the panel and focus its input (Accel+Shift+A, from the

@@ -1,9 +1,9 @@
-"""The panel's rough edges (issue 17), each in a real JupyterLab with a scripted agent, screenshots saved.
+"""The panel's rough edges, each in a real JupyterLab with a scripted agent, screenshots saved.
 
-Item 6 (stale states): a finished thought says "Thought"; after Esc no "still working" next to Send; a
+Stale states: a finished thought says "Thought"; after Esc no "still working" next to Send; a
 rejected call's badge says "rejected"; notices name no internal turn ids; "Revert agent edits" goes once
-it can no longer work. Item 2 (code blocks), item 1 (plots and tables in tool cards), item 5 (errors: one
-line, an action, the raw text under Details), item 8 (layout at 250 px and 1,100 px).
+it can no longer work. Code blocks, plots and tables in tool cards, errors (one line, an action, the raw text
+under Details), the layout at 250 px and 1,100 px.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_stale_states(ui):
     expect(panel.locator(".jp-ACP-thought summary").last).to_have_text("Thinking…", timeout=LONG)
     box = panel.get_by_label("Message to the agent")
     box.fill("another question")
-    box.press("Enter")  # while the agent works, a prompt is queued (issue 17 item 7), never refused
+    box.press("Enter")  # while the agent works, a prompt is queued, never refused
     expect(panel.locator(".jp-ACP-queued")).to_contain_text("another question")
     expect(status).not_to_contain_text("still working")
     ui.shot("queued")
@@ -96,6 +96,8 @@ def test_stale_states(ui):
     ui.pick_agent("builtin")
     ui.send("add a cell")
     cells = ui.page.locator(".jp-NotebookPanel:visible .jp-Cell")
+    # the insertion is asked first (issue 23)
+    panel.locator(".jp-ACP-permission:not(.jp-mod-resolved) [data-option-kind='allow_once']").click(timeout=LONG)
     expect(cells).to_have_count(2, timeout=LONG)
     idle(panel)
     end = panel.locator(".jp-ACP-turnEnd").last
@@ -302,3 +304,88 @@ def test_layout_at_250_and_1100_px(ui):
     left = msg["x"] - panel.bounding_box()["x"]
     assert left >= 100, (msg, width)
     ui.shot("wide-1100", full=False)
+
+
+def test_code_block_buttons_are_one_tab_stop_and_the_language_shows_whole_in_a_narrow_panel(ui):
+    nb = ui.lab.notebook("codekeys.ipynb", ["x = 1"], ids=["c1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    ui.pick_agent("polish")
+    panel, page = ui.panel, ui.page
+    for n in (1, 2):  # two answers: four code blocks, twelve buttons
+        ui.send("code")
+        expect(panel.locator(".jp-ACP-message:has-text('Second heading')")).to_have_count(n, timeout=LONG)
+        idle(panel)
+    buttons = panel.locator(".jp-ACP-log .jp-ACP-codeButton")
+    expect(buttons).to_have_count(12)
+    # Shift+Tab from the input up through the conversation meets the code buttons once
+    panel.get_by_label("Message to the agent").focus()
+    stops = []
+    for _ in range(60):
+        page.keyboard.press("Shift+Tab")
+        where = page.evaluate(
+            "() => { const a = document.activeElement;"
+            " return {code: a.matches('.jp-ACP-codeButton'), log: !!a.closest('.jp-ACP-log'),"
+            " name: a.getAttribute('aria-label') || a.tagName}; }"
+        )
+        if stops and not where["log"]:
+            break
+        if where["log"]:
+            stops.append(where)
+    assert sum(1 for s in stops if s["code"]) == 1, stops
+    # inside, the arrows move among them (Home, End too); the one left focused is the stop next time
+    stop = next(s for s in stops if s["code"])
+    assert stop["name"] == "Copy code", stop
+    buttons.nth(9).focus()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Insert as a cell below"
+    page.keyboard.press("Home")
+    assert page.evaluate("document.activeElement === document.querySelector('.jp-ACP-log .jp-ACP-codeButton')")
+    page.keyboard.press("End")
+    assert (
+        page.evaluate("document.activeElement.getAttribute('aria-label')")
+        == "Replace the active cell's source with this code"
+    )
+    assert (
+        panel.evaluate(
+            "p => [...p.querySelectorAll('.jp-ACP-log .jp-ACP-codeButton')].filter(b => b.tabIndex >= 0).length"
+        )
+        == 1
+    )
+
+    # a narrow sidebar (about 280 px): the language's name whole, the buttons as icons keep their names
+    box = panel.bounding_box()
+    x, y = box["x"] - 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + (box["width"] - 280) / 2, y)
+    page.mouse.move(x + box["width"] - 280, y)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    assert panel.bounding_box()["width"] < 320, panel.bounding_box()
+    lang = panel.locator(".jp-ACP-codeLang").first
+    expect(lang).to_have_text("python")
+    whole = lang.evaluate("n => n.scrollWidth <= n.clientWidth + 1 && n.getBoundingClientRect().width > 0")
+    assert whole, lang.evaluate("n => [n.scrollWidth, n.clientWidth]")
+    expect(panel.locator(".jp-ACP-codeBar").first.get_by_role("button", name="Copy code")).to_be_visible()
+    ui.shot("code-block-narrow", full=False)
+
+
+def test_toasts_leave_the_input_and_send_uncovered(ui):
+    nb = ui.lab.notebook("toasts.ipynb", ["x = 1"])
+    ui.open_lab(nb)
+    ui.wait_ready("gate")
+    panel, page = ui.panel, ui.page
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:notify', {message: 'A notebook elsewhere asks something',"
+        " type: 'warning', options: {autoClose: false, actions: [{label: 'Open'}]}})"
+    )
+    toast = page.locator(".jp-toastContainer .Toastify__toast").first
+    expect(toast).to_be_visible(timeout=LONG)
+    page.wait_for_timeout(800)  # the toast slides in
+    t = toast.bounding_box()
+    for target in (panel.get_by_label("Message to the agent"), panel.locator(".jp-ACP-send")):
+        b = target.bounding_box()
+        apart = t["x"] + t["width"] <= b["x"] or b["x"] + b["width"] <= t["x"] or t["y"] + t["height"] <= b["y"]
+        assert apart, f"the toast {t} covers {b}"
+    ui.shot("toast-beside-panel")

@@ -1,4 +1,4 @@
-"""Issue 14, terminals, in the sidebar: the agent's command is asked for (the command and its folder on the card),
+"""Client terminals in the sidebar: the agent's command is asked for (the command and its folder on the card),
 runs in a real Jupyter terminal, streams into the tool card that embeds it, and "Open terminal" opens that very
 terminal in JupyterLab while it runs. After it ends the card keeps the output and its exit.
 """

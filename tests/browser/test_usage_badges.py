@@ -1,4 +1,4 @@
-"""The panel's context meter (issue 14, Usage) and work in other notebooks (issue 17 item 3), in a real
+"""The panel's context meter (usage) and work in other notebooks, in a real
 JupyterLab with the scripted ``badges`` agent; screenshots in ``test-artifacts/screens/b3-*.png``.
 
 * The agent's ``usage_update`` shows in the header as "used / size" with the cost, a tooltip with the

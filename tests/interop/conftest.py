@@ -175,3 +175,16 @@ def isolated_env(home: Path) -> dict[str, str]:
         "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_STATE_HOME": str(home / ".local" / "state"),
     }
+
+
+def claude_offline(base: str) -> dict[str, str]:
+    """claude-agent-acp's environment against a fake Anthropic server at ``base``, with nothing that calls home."""
+    return {
+        "ANTHROPIC_BASE_URL": base,
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "IS_SANDBOX": "1",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }

@@ -57,16 +57,27 @@ EDIT_RULES = [
     {"match": "add a cell", "tool": r"client_insert_cell$", "arguments": {"source": INSERTED}, "times": 1},
     {"role": "tool", "text": "Inserted. {last}"},
 ]
+ECHOED = "TERMINAL-OK-4242"
+BASH_RULES = [
+    {
+        "match": "run echo",
+        "tool": r"^Bash$",
+        "arguments": {"command": f"echo {ECHOED}", "description": "Echo"},
+        "times": 1,
+    },
+    {"role": "tool", "text": "Ran it."},
+]
 #: the script of each test
 RULES = {
     "test_real_agent_reads_the_notebook_over_mcp": SCENARIO_RULES,
     "test_real_agent_edits_the_notebook_after_permission": EDIT_RULES,
+    "test_claudes_own_terminal_sends_its_output_for_the_card": BASH_RULES,
 }
 
-#: permission requests the agent itself sends for the two read-only calls: codex-acp 0.16 does not ask
-#: for MCP tools annotated ``readOnlyHint`` (it asks for every other one, see the edit test);
-#: claude-agent-acp asks for every MCP call
-READ_PERMISSIONS = {"codex": 0, "claude": 2}
+#: permission cards the user sees for the two read-only calls: none. codex-acp 0.16 does not ask for MCP tools
+#: annotated ``readOnlyHint`` (it asks for every other one, see the edit test); claude-agent-acp asks for every MCP
+#: call, and the client answers those for the user (a read under the default policy: ``sessions/gate/own_tools.py``)
+READ_PERMISSIONS = {"codex": 0, "claude": 0}
 
 
 @pytest.fixture
@@ -138,3 +149,23 @@ async def test_real_agent_edits_the_notebook_after_permission(agent_name, api, j
     assert "Inserted." in got["text"], debug
     nb = nbformat.read(jp_root_dir / path, as_version=4)
     assert [c.source for c in nb.cells][-1] == INSERTED
+
+
+@pytest.mark.parametrize("agent_name", ["claude"])
+async def test_claudes_own_terminal_sends_its_output_for_the_card(agent_name, api, jp_root_dir, fake):
+    """The client advertises ``_meta.terminal_output``: claude-agent-acp's own Bash then reports its command as a
+    terminal (``terminal_info``), its output (``terminal_output``) and its exit (``terminal_exit``), which the panel
+    shows as it shows the client's terminals; without it, the output came as a markdown code block."""
+    path = write_notebook(jp_root_dir, "census/zebras.ipynb")
+    s = await api.open(path, agent_name)
+    turn, events = await run_turn_answering_permissions(api, s["id"], "Please run echo for me.", timeout=90)
+    got = turn_summary(events, turn)
+    debug = f"end={got['end']}\nupdates={json.dumps(got['tool_updates'])[-3000:]}\npaths={fake.paths}"
+    assert got["end"].get("stop_reason") == "end_turn", debug
+    metas = [u.get("_meta") or {} for u in got["tool_updates"]]
+    terminal = next((m["terminal_info"]["terminal_id"] for m in metas if "terminal_info" in m), None)
+    assert terminal, debug
+    output = "".join(m["terminal_output"]["data"] for m in metas if "terminal_output" in m)
+    assert ECHOED in output, debug
+    assert any(m.get("terminal_exit", {}).get("exit_code") == 0 for m in metas), debug
+    assert any({"type": "terminal", "terminalId": terminal} in (u.get("content") or []) for u in got["tool_updates"])

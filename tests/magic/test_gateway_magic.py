@@ -1,4 +1,4 @@
-"""Issue 15: the ``%acp`` magic in a kernel behind a real Jupyter Gateway (``jupyter kernelgateway`` on 127.0.0.1).
+"""The ``%acp`` magic in a kernel behind a real Jupyter Gateway (``jupyter kernelgateway`` on 127.0.0.1).
 
 The server runs with ``GatewayClient.url``; a notebook kernel is started through the server's session API (so
 the gateway starts it, with the request's ``KERNEL_*`` variables as the only environment it passes on), and the

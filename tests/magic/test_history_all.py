@@ -1,4 +1,4 @@
-"""``%acp history --all`` lists the notebook's conversations; ``%acp history N`` shows one (issue 14)."""
+"""``%acp history --all`` lists the notebook's conversations; ``%acp history N`` shows one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 11, hole 8: each kernel has its own secret, and the kernel routes act only for that kernel's notebook.
+"""Each kernel has its own secret, and the kernel routes act only for that kernel's notebook: a kernel runs any code
+its notebook holds, so what the kernel holds must open no more than that notebook.
 
 Two real kernels (A on a.ipynb, B on b.ipynb) started through the real server's session API; each reads
 its own ``JUPYTER_ACP_TOKEN`` from its environment, and A then tries to act for B with its own token.

@@ -106,6 +106,7 @@ def jp_server_config(
     gateway_url,
     gateway_config,
     _gateway_singleton,
+    server_app_config,
 ):
     extensions = {"jupyter_acp": True}
     if rtc_enabled:
@@ -113,7 +114,7 @@ def jp_server_config(
     gateway = {"GatewayClient": {"url": gateway_url, "request_timeout": 30.0, **gateway_config}} if gateway_url else {}
     return {
         **gateway,
-        "ServerApp": {"jpserver_extensions": extensions, "allow_unauthenticated_access": False},
+        "ServerApp": {"jpserver_extensions": extensions, "allow_unauthenticated_access": False, **server_app_config},
         "JupyterACP": {
             "agents": acp_agents,
             "default_agent": "echo",

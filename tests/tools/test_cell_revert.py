@@ -1,4 +1,4 @@
-"""Per-cell undo of the agent's edits (issue 17 item 7): one cell's agent edits reverted alone, the user's later
+"""Per-cell undo of the agent's edits: one cell's agent edits reverted alone, the user's later
 edits of it and the agent's other edits kept; an inserted cell the user typed in is not deleted; "accept" stops
 offering it; the revert notice carries turn_id and edits (no ids in its text)."""
 

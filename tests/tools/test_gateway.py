@@ -58,6 +58,37 @@ async def test_cells_read_edit_run_through_a_gateway_kernel(
 
 
 @GATEWAY
+async def test_the_toolkit_runs_through_a_gateway_kernel(make_notebook, start_kernel, tool_ctx, call, browser, acp):
+    """Issue 28's tools whose work is the kernel's: the run plan reads the gateway kernel's history, a scoped run
+    and a clear write into the live document, and a restart through the gateway leaves a fresh kernel."""
+    path = make_notebook("gw/kit.ipynb", ["base = 2", "twice = base * 2", "print(twice)"])
+    kid = await start_kernel(path)
+    assert acp.tools.services.kernels.is_remote(kid)
+    ctx = await tool_ctx(path)
+    async with browser(path) as tab:
+        ids = [c["id"] for c in tab.ycells]
+        res = await call(ctx, "client_execute_cells", {"scope": "all"})
+        assert "4" in text(res), res
+        await call(ctx, "client_replace_in_cell", {"cell_id": ids[0], "old": "2", "new": "5"})
+        res = await call(ctx, "client_stale_cells")
+        assert [s["cell_id"] for s in res["structuredContent"]["plan"]] == ids, res
+        assert res["structuredContent"]["history"] == "kernel"
+        res = await call(ctx, "client_execute_cells", {"stale": True})
+        assert "10" in text(res) and res["structuredContent"]["plan"]["summary"].startswith("Run 3 cells"), res
+        res = await call(ctx, "client_clear_outputs", {"cell_ids": [ids[2]]})
+        assert not res["isError"], res
+        await wait_until(lambda: len(tab.ycells[2]["outputs"]) == 0)
+        status = await call(ctx, "client_kernel", {"action": "status"})
+        assert "gateway" in status["structuredContent"]["where"], status
+        res = await call(ctx, "client_kernel", {"action": "restart"})
+        assert not res["isError"] and "twice" in res["structuredContent"]["lost_variables"], res
+        res = await call(ctx, "client_execute_code", {"code": "print(twice)"})
+        assert "NameError" in text(res), res
+        res = await call(ctx, "client_stale_cells")  # a fresh kernel: what ran before is gone
+        assert {s["why"] for s in res["structuredContent"]["plan"]} == {"restarted"}, res
+
+
+@GATEWAY
 async def test_a_kernel_killed_behind_the_gateway_is_an_answer(
     make_notebook, start_kernel, tool_ctx, call, kernel_gateway
 ):

@@ -1,4 +1,4 @@
-"""Issue 15: a gateway kernel restarted or interrupted from Jupyter while a tool waits on it is answered when
+"""A gateway kernel restarted or interrupted from Jupyter while a tool waits on it is answered when
 Jupyter has done it, not at the tool's timeout.
 
 The kernel is made unresponsive the way a stuck kernel is (SIGSTOP: it answers neither the restart's

@@ -186,10 +186,13 @@ async def test_tool_lists_follow_each_notebook(
         "client_delete_cells",
         "client_move_cell",
         "client_execute_cells",
+        "client_replace_in_cell",
+        "client_clear_outputs",
     }
-    kernel_only = {"client_list_variables", "client_inspect_variable", "client_execute_code", "client_execute_cells"}
+    python_only = {"client_list_variables", "client_inspect_variable", "client_stale_cells"}
+    kernel_only = python_only | {"client_execute_code", "client_execute_cells", "client_kernel"}
     assert names[0] == everything
     assert names[1] == everything - kernel_only
-    assert names[2] == everything - {"client_list_variables", "client_inspect_variable"}
+    assert names[2] == everything - python_only
     assert names[3] == everything - mutating
     assert ctxs[0].cwd.endswith("/a") and ctxs[2].cwd.endswith("/b")

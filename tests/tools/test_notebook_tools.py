@@ -140,9 +140,6 @@ class TestPermissions:
         path = make_notebook("p.ipynb", ["a = 1"])
         ctx = await tool_ctx(path)
         cid = (await call(ctx, "client_notebook_outline"))["structuredContent"]["cells"][0]["id"]
-        # insert is not destructive: no question
-        res = await call(ctx, "client_insert_cell", {"source": "new"})
-        assert not res["isError"]
 
         def pending():
             evs = acp.hub.events(ctx.session)
@@ -152,6 +149,13 @@ class TestPermissions:
                 if e["type"] == "permission_request"
                 and not any(r["type"] == "permission_resolved" and r["request_id"] == e["request_id"] for r in evs)
             ]
+
+        # an inserted cell is a change of the user's notebook: asked, with the cell on the card
+        task = asyncio.ensure_future(call(ctx, "client_insert_cell", {"source": "new"}))
+        req = (await wait_until(pending))[0]
+        assert req["tool_call"]["title"] == "Insert a code cell at the end" and "+new" in json.dumps(req["tool_call"])
+        acp.hub.answer_permission(ctx.session, req["request_id"], "allow_once")
+        assert not (await task)["isError"]
 
         task = asyncio.ensure_future(
             call(ctx, "client_edit_cell", {"cell_id": cid, "old_string": "1", "new_string": "2"})

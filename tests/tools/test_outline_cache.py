@@ -1,4 +1,4 @@
-"""The outline's rows are built once per document state: never stale after a change (issue 16)."""
+"""The outline's rows are built once per document state: never stale after a change."""
 
 from __future__ import annotations
 

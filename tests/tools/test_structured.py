@@ -122,6 +122,18 @@ async def test_every_tool_says_the_same_in_text_and_structured_content(
     await run("client_edit_cell", {"cell_id": "c5", "old_string": "MARKnever", "new_string": "MARKedited"})
     await run("client_move_cell", {"cell_id": new_id, "to_index": 0})
     await run("client_delete_cells", {"cell_ids": [new_id]})
+    await run("client_replace_in_cell", {"cell_id": "c5", "old": "MARKedited", "new": "MARKreplaced"})
+    await run("client_search_cells", {"pattern": "MARK", "in": "both"})
+    await run("client_execute_cells", {"scope": "above", "cell_id": "c2"})
+    await run("client_stale_cells")
+    await run("client_execute_cells", {"stale": True})
+    await run("client_clear_outputs", {"cell_ids": ["c0", "c1"]})
+    await run("client_list_notebooks")
+    await run("client_read_notebook", {"path": path})
+    await run("client_create_notebook", {"path": "structured/MARKnew.ipynb", "cells": [{"source": "MARKcreated = 1"}]})
+    await run("client_kernel", {"action": "status"})
+    await run("client_kernel", {"action": "interrupt"})
+    await run("client_kernel", {"action": "restart"})
 
     ws = await jp_ws_fetch("jupyter-acp", "frontend", "ws", params={"clientId": "tab-structured"})
     try:

@@ -387,7 +387,7 @@ test("the gate asks on the agent's own card, in its own words the agent cannot c
   assert.deepEqual(perm.own?.rawInput, { cell_id: 'c3' });
 });
 
-test("an agent_call naming no card of this turn (or an agent's own request) gets a card of its own", () => {
+test("an agent_call naming no card of this turn gets that card made, the question in the server's words; an agent's own request is asked on a card of its own", () => {
   const m = new ChatModel();
   const request = (id: string, source: string, shown: string) =>
     ev('permission_request', {
@@ -406,7 +406,11 @@ test("an agent_call naming no card of this turn (or an agent's own request) gets
   const tools = m.items.filter(i => i.kind === 'tool') as IToolItem[];
   assert.deepEqual(
     tools.map(t => t.toolCallId),
-    ['call-1', 'own-r1', 'own-r2']
+    ['call-1', 'nope', 'own-r2']
   );
   assert.equal(tools[0].permissions.length, 0);
+  // the agent's later updates of that id land on the card, and cannot change the question
+  m.apply(upd({ sessionUpdate: 'tool_call_update', toolCallId: 'nope', title: 'Harmless', status: 'completed' }));
+  assert.equal(tools[1].title, 'Harmless');
+  assert.equal(tools[1].permissions[0].own?.title, 'T r1');
 });

@@ -73,3 +73,35 @@ test('a dropped stream reconnects from the last seq seen; overlapping replays ar
   await tick(600);
   assert.equal(sockets.length, 2, 'no reconnect after dispose');
 });
+
+test("a stream told the history moved drops what it showed and takes the server's replay, then live events", async () => {
+  const model = new ChatModel();
+  const sockets: FakeSocket[] = [];
+  const stream = new EventStream(
+    after => `ws://x/stream?after=${after}`,
+    () => model.lastSeq,
+    events => model.applyAll(events),
+    url => {
+      const s = new FakeSocket(url);
+      sockets.push(s);
+      return s as any;
+    }
+  );
+  stream.onMoved = () => model.restart();
+  sockets[0].open();
+  sockets[0].deliver([{ seq: 1, type: 'turn_started', turn_id: 'old', prompt: [] }, chunk(2, 'gone'), chunk(9, 'x')]);
+  await tick();
+  assert.equal(model.lastSeq, 9);
+  sockets[0].drop();
+  await tick(600);
+  assert.equal(sockets[1].url, 'ws://x/stream?after=9');
+  sockets[1].open();
+  sockets[1].deliver({ history_moved: true, after: 9, seq: 2, text: 'the server history ends at event 2' });
+  sockets[1].deliver([{ seq: 1, type: 'turn_started', turn_id: 't', prompt: [] }, chunk(2, 'kept')]);
+  sockets[1].deliver(chunk(3, ' and live'));
+  await tick();
+  assert.equal(model.lastSeq, 3);
+  assert.equal((model.items[1] as any).text, 'kept and live', "the client's own next events are not skipped");
+  assert.ok(!JSON.stringify(model.items).includes('gone'));
+  stream.dispose();
+});

@@ -2,6 +2,7 @@
 import type { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 
 import type { AcpApi } from '../api';
+import type { ITurnEndItem } from '../model';
 import type { NoFetchSanitizer } from '../sanitizer';
 import type { SessionView } from '../session';
 
@@ -26,4 +27,6 @@ export interface IRenderContext {
   canOpenTerminal(): boolean;
   /** A new terminal, or the running terminal of that name (an agent's command). */
   openTerminal(name?: string): void;
+  /** The turn end's "Review N changes" (review/), null while not known or nothing to review. */
+  reviewFooter?(view: SessionView, item: ITurnEndItem): HTMLElement | null;
 }

@@ -101,12 +101,36 @@ export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITex
       if (entry.dirty) {
         entry.dirty = false;
         renderMessage(ctx, view, view.model.get(item.id) as ITextItem, entry);
-      } else if (view.anchor && ctx.isShown(view)) {
-        view.restoreAnchor();
-      } else if (view.stick && ctx.isShown(view)) {
-        view.log.scrollTop = view.log.scrollHeight;
+      } else {
+        keepPlace(ctx, view);
       }
     });
+}
+
+/** Views whose scroll position is put back at the next frame. */
+const placing = new WeakSet<SessionView>();
+
+/**
+ * A rendered answer changed the log's height: keep the reading place (the end it follows, or the anchor above which
+ * older history lands) once per frame, not once per answer: each placement measures the whole log, and a history
+ * page renders many answers at once.
+ */
+function keepPlace(ctx: IRenderContext, view: SessionView): void {
+  if (placing.has(view)) {
+    return;
+  }
+  placing.add(view);
+  requestAnimationFrame(() => {
+    placing.delete(view);
+    if (!ctx.isShown(view)) {
+      return;
+    }
+    if (view.anchor) {
+      view.restoreAnchor();
+    } else if (view.stick) {
+      view.log.scrollTop = view.log.scrollHeight;
+    }
+  });
 }
 
 /** Copy and "insert as cell below" on every code block of a rendered answer. */
@@ -150,7 +174,59 @@ export function decorateCode(ctx: IRenderContext, root: HTMLElement): void {
     );
     bar.append(el('span', 'jp-ACP-codeLang', lang || 'code'), copy, insert, replace);
     wrap.append(bar, pre);
+    for (const b of [copy, insert, replace]) {
+      b.tabIndex = -1; // one tab stop for all of them (roveCodeButtons): the arrows move inside
+    }
   });
+  const log = root.closest<HTMLElement>('.jp-ACP-log');
+  if (log) {
+    roveCodeButtons(log);
+  } else {
+    root.querySelectorAll<HTMLButtonElement>('.jp-ACP-codeButton').forEach(b => (b.tabIndex = 0));
+  }
+}
+
+const CODE_BUTTON = '.jp-ACP-codeButton';
+const STEPS: Record<string, number> = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+
+/**
+ * The conversation's code-block buttons (Copy, Insert, Replace of every block) are one tab stop, as a toolbar is:
+ * Tab and Shift+Tab pass them in one step, the arrows (Home, End) move among them. The stop is the button last
+ * focused, else the latest block's Copy (the nearest to the input, where Shift+Tab comes from).
+ */
+function roveCodeButtons(log: HTMLElement): void {
+  const buttons = () => [...log.querySelectorAll<HTMLButtonElement>(CODE_BUTTON)];
+  if (!log.dataset.codeKeys) {
+    log.dataset.codeKeys = 'true';
+    log.addEventListener('focusin', e => {
+      const target = e.target as HTMLElement;
+      if (target.matches?.(CODE_BUTTON)) {
+        buttons().forEach(b => (b.tabIndex = b === target ? 0 : -1));
+        log.dataset.codeFocused = 'true';
+      }
+    });
+    log.addEventListener('keydown', e => {
+      const target = e.target as HTMLElement;
+      if (!target.matches?.(CODE_BUTTON)) {
+        return;
+      }
+      const all = buttons();
+      const i = all.indexOf(target as HTMLButtonElement);
+      const next = e.key === 'Home' ? 0 : e.key === 'End' ? all.length - 1 : e.key in STEPS ? i + STEPS[e.key] : null;
+      if (next === null || i < 0) {
+        return;
+      }
+      e.preventDefault();
+      all[Math.max(0, Math.min(all.length - 1, next))].focus();
+    });
+  }
+  const all = buttons();
+  const stop = all.find(b => b.tabIndex === 0);
+  if (!stop || !log.dataset.codeFocused) {
+    // never focused yet: the stop follows the latest block
+    const latest = all.length >= 3 ? all[all.length - 3] : all[0];
+    all.forEach(b => (b.tabIndex = b === latest ? 0 : -1));
+  }
 }
 
 /** The language of a rendered code block (`language-python` on its code element), if the answer named one. */

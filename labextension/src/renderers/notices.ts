@@ -1,9 +1,10 @@
 /**
- * The end of a turn (errors, stop reasons, its duration, "Revert agent edits"), the running turn's
- * footer (elapsed time, Stop) and the session's notices.
+ * The end of a turn (errors, stop reasons, its duration, "Revert agent edits", "Fork from here"), the running
+ * turn's footer (elapsed time, Stop) and the session's notices.
  */
 import { stopIcon, undoIcon } from '@jupyterlab/ui-components';
 
+import { TurnClock } from '../clock';
 import { button, el } from '../dom';
 import type { INoticeItem, ITurnEndItem } from '../model';
 import type { IEntry, SessionView } from '../session';
@@ -41,8 +42,15 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
     );
     n.appendChild(b);
   };
+  const review = () => {
+    const b = ctx.reviewFooter?.(view, item);
+    if (b) {
+      n.appendChild(b);
+    }
+  };
   if (item.error) {
     renderError(ctx, view, item, n);
+    review();
     revert();
     return;
   }
@@ -69,7 +77,29 @@ export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITur
   if (parts.length) {
     n.appendChild(el('span', 'jp-ACP-turnEndText', parts.join(' · ')));
   }
+  review();
   revert();
+  if (item.turnId) {
+    // a new conversation from here; the server's notice (conversation_forked) then shows it afresh
+    const turnId = item.turnId;
+    const fork = button(
+      'Fork from here',
+      'jp-ACP-linkButton jp-ACP-fork',
+      () => {
+        fork.disabled = true;
+        ctx.api
+          .forkConversation(view.info.id, turnId)
+          .then(() => ctx.flash('A new conversation from this point; the earlier one is in the history.', 'info'))
+          .catch(err => {
+            fork.disabled = false;
+            ctx.flash(`Could not fork: ${(err as Error).message}`);
+          });
+      },
+      undefined,
+      'Fork from here: a new conversation that starts as this one was after this turn'
+    );
+    n.appendChild(fork);
+  }
   n.hidden = n.childElementCount === 0;
   n.dataset.stopReason = item.stopReason ?? '';
 }
@@ -134,8 +164,29 @@ export function duration(seconds: number): string {
  * The running turn's footer, after the log's items: "Working · 12 s" ticking, and Stop. Hidden when
  * no turn runs (the turn's end then shows its duration and its actions).
  */
+/** The running turn waits for the user: a permission card or an agent's question is unanswered. */
+function waitsForUser(view: SessionView): boolean {
+  const model = view.model;
+  if (model.pendingPermissions().length) {
+    return true;
+  }
+  for (let i = model.items.length - 1; i >= 0; i--) {
+    const item = model.items[i];
+    if (item.turnId !== model.runningTurn) {
+      break; // the running turn's items are the last ones
+    }
+    if (item.kind === 'elicitation' && !item.resolved) {
+      return true;
+    }
+  }
+  return false;
+}
+
 export class TurnFooter {
-  private _nodes = new WeakMap<SessionView, { node: HTMLElement; time: HTMLElement; timer: number | null }>();
+  private _nodes = new WeakMap<
+    SessionView,
+    { node: HTMLElement; time: HTMLElement; timer: number | null; clock: TurnClock }
+  >();
 
   constructor(private readonly _stop: (view: SessionView) => void) {}
 
@@ -154,7 +205,7 @@ export class TurnFooter {
         'Stop the agent (Esc)'
       );
       node.append(el('span', 'jp-ACP-spinner'), time, stop);
-      f = { node, time, timer: null };
+      f = { node, time, timer: null, clock: new TurnClock() };
       this._nodes.set(view, f);
     }
     const { node } = f;
@@ -173,8 +224,12 @@ export class TurnFooter {
     const started = view.model.turnStarts.get(turn);
     const tick = (footer: typeof f) => {
       const stopping = view.stopping && view.stopping === view.model.runningTurn;
-      const secs = started !== undefined ? Date.now() / 1000 - started : null;
-      footer!.time.textContent = (stopping ? 'Stopping' : 'Working') + (secs !== null ? ` · ${duration(secs)}` : '');
+      // the clock pauses while the agent waits for the user (a permission card, a question)
+      const waiting = !stopping && waitsForUser(view);
+      const secs = started !== undefined ? footer!.clock.read(turn, started, Date.now() / 1000, waiting) : null;
+      const doing = stopping ? 'Stopping' : waiting ? 'Waiting for you' : 'Working';
+      footer!.time.textContent = doing + (secs !== null ? ` · ${duration(secs)}` : '');
+      footer!.node.classList.toggle('jp-mod-waiting', waiting);
       if (!view.model.runningTurn || !view.log.isConnected) {
         window.clearInterval(footer!.timer ?? undefined);
         footer!.timer = null;

@@ -7,17 +7,14 @@ import { IPermission, IToolItem, optionOrder } from '../model';
 import type { SessionView } from '../session';
 import type { IRenderContext } from './context';
 import { diff, textPreview } from './diff';
+import { KIND_LABEL, optionLabels } from '../owntools';
 
 /**
  * What a permission button says: its ACP kind decides, never the agent's wording (an option named
- * "Reject" may carry kind allow_once: hole 3). The agent's name is shown as secondary text.
+ * "Reject" may carry kind allow_once: the agent writes the labels), made distinct where two options share a kind
+ * (`owntools.optionLabels`). The agent's name is shown as secondary text.
  */
-export const KIND_LABEL: Record<string, string> = {
-  allow_once: 'Allow once',
-  allow_always: 'Always allow',
-  reject_once: 'Reject',
-  reject_always: 'Always reject'
-};
+export { KIND_LABEL };
 
 function kindClass(kind: string | undefined): string {
   return kind?.startsWith('reject') ? 'jp-mod-reject' : kind?.startsWith('allow') ? 'jp-mod-allow' : 'jp-mod-neutral';
@@ -41,13 +38,15 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
       const opt = perm.options.find(o => o.optionId === perm.resolved!.optionId);
       const kind = opt?.kind ?? '';
       const name = opt?.name ?? perm.resolved.optionId ?? '';
-      const label = KIND_LABEL[kind];
+      const label = opt ? optionLabels(perm.options).get(opt.optionId) : undefined;
       text = label
         ? `${kind.startsWith('reject') ? 'Rejected' : 'Allowed'}: ${label}` +
           (saysMore(name, label) && perm.source !== 'client' ? ` (the agent's option “${name}”)` : '')
         : `Answered “${name}” (an option of unknown kind ${kind || 'none'})`;
       if (kind === 'allow_always' && perm.source === 'client') {
         text += " in this notebook's session (× in the header undoes it)";
+      } else if (kind === 'allow_always' && perm.wording === 'client') {
+        text += "; this notebook's session runs this tool without asking too (× in the header undoes it)";
       }
       box.classList.add(
         kind.startsWith('reject') ? 'jp-mod-rejected' : kind.startsWith('allow') ? 'jp-mod-allowed' : 'jp-mod-neutral'
@@ -82,8 +81,10 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
     box.appendChild(el('pre', 'jp-ACP-pre', pretty(rawInput)));
   }
   const row = el('div', 'jp-ACP-permissionOptions');
+  const fixedReasons = new Set<string>();
+  const labels = optionLabels(perm.options);
   for (const opt of optionOrder(perm.options)) {
-    const known = KIND_LABEL[opt.kind];
+    const known = labels.get(opt.optionId);
     const label = known ?? `“${opt.name}”`;
     const more = known && saysMore(opt.name, known);
     let title = known
@@ -93,30 +94,46 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
       title +=
         perm.source === 'client'
           ? " This tool then runs without asking in this notebook's session; × in the panel's header undoes it."
-          : ' The agent keeps this choice itself: what "always" covers is up to the agent.';
+          : ' The agent keeps this choice itself: what "always" covers is up to the agent.' +
+            (perm.wording === 'client'
+              ? " This notebook's session also runs this tool without asking; × in the panel's header undoes that."
+              : '');
     }
     const b = button(label, `jp-ACP-option jp-ACP-permissionOption ${kindClass(opt.kind)}`, () => {
       row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = true));
       ctx.api.answer(view.info.id, perm.requestId, opt.optionId).catch(err => {
-        row.querySelectorAll('button').forEach(x => ((x as HTMLButtonElement).disabled = false));
+        row
+          .querySelectorAll('button:not([data-fixed-by-admin])')
+          .forEach(x => ((x as HTMLButtonElement).disabled = false));
         ctx.flash(`Could not answer: ${(err as Error).message}`, 'error');
       });
     });
     b.dataset.optionId = opt.optionId;
     b.dataset.optionKind = opt.kind;
     b.title = title;
+    const fixed = typeof opt.fixed_by_admin === 'string' ? opt.fixed_by_admin : '';
+    if (fixed) {
+      // the server's admin does not let users pick this policy: greyed, the reason beside the buttons
+      b.disabled = true;
+      b.dataset.fixedByAdmin = 'true';
+      b.title = `Set by your admin: ${fixed}`;
+      fixedReasons.add(fixed);
+    }
     b.setAttribute(
       'aria-label',
       more ? `${label} (${perm.source === 'client' ? '' : "the agent's words: "}“${opt.name}”)` : label
     );
     if (more && perm.source !== 'client') {
-      // an agent's own words beside the kind's label (hole 3); the client's own wording is in the tooltip
+      // an agent's own words beside the kind's label (never instead of it); the client's own wording is in the tooltip
       b.appendChild(el('span', 'jp-ACP-optionAgentName', `“${opt.name}”`));
     }
     row.appendChild(b);
   }
   if (!perm.options.length) {
     row.appendChild(el('span', 'jp-ACP-muted', 'The agent offered no options.'));
+  }
+  for (const why of fixedReasons) {
+    row.appendChild(el('span', 'jp-ACP-permissionFixed', `Set by your admin: ${why}`));
   }
   box.appendChild(row);
   return box;

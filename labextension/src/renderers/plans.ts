@@ -46,6 +46,41 @@ export function planProgress(entries: IPlanEntry[]): { index: number; total: num
 }
 
 /**
+ * What the strip says of a plan: while its turn runs, the step worked on ("2 of 3 · Load the data"); once the turn
+ * ended with steps not done, how far it got ("1 of 3 done · stopped"): the step it was on is no longer being worked
+ * on, and saying "1 of 3" as if it were misled the user into waiting.
+ */
+export function planStripText(
+  entries: IPlanEntry[],
+  running: boolean
+): { count: string; current: string; words: string; stopped: boolean } {
+  const p = planProgress(entries);
+  if (p.done) {
+    return {
+      count: `${p.total} of ${p.total} done`,
+      current: '',
+      words: `plan: all ${p.total} steps done`,
+      stopped: false
+    };
+  }
+  if (!running) {
+    const done = entries.filter(e => e.status === 'completed').length;
+    return {
+      count: `${done} of ${p.total} done`,
+      current: ' · stopped',
+      words: `plan: ${done} of ${p.total} done · stopped when the turn ended`, // the visible words lead
+      stopped: true
+    };
+  }
+  return {
+    count: `${p.index} of ${p.total}`,
+    current: ` · ${p.current}`,
+    words: `plan: step ${p.index} of ${p.total}, ${p.current}`,
+    stopped: false
+  };
+}
+
+/**
  * The plan to keep in sight: the running turn's latest plan, or the conversation's latest plan while
  * it has steps not done (a turn that ended half-way). Null when there is none to show.
  */
@@ -92,9 +127,12 @@ export class PlanStrip {
   }
 
   private _plan: IPlanItem | null = null;
+  /** The plan's turn is running (else it ended with steps not done). */
+  private _running = false;
 
   render(view: SessionView | null): void {
     this._plan = stickyPlan(view);
+    this._running = !!this._plan && view?.model.runningTurn === this._plan.turnId;
     this._sync();
   }
 
@@ -105,20 +143,20 @@ export class PlanStrip {
       this._shown = '';
       return;
     }
-    const key = `${plan.id}:${plan.version}:${this._open}`;
+    const key = `${plan.id}:${plan.version}:${this._open}:${this._running}`;
     if (key === this._shown) {
       return; // re-rendered on every event: touch the DOM only when the plan changed
     }
     this._shown = key;
-    const p = planProgress(plan.entries);
+    const { count, current, words, stopped } = planStripText(plan.entries, this._running);
+    this.node.classList.toggle('jp-mod-stopped', stopped);
     this._toggle.textContent = '';
     this._toggle.append(
       el('span', 'jp-ACP-planStripCaret', this._open ? '▾' : '▸'),
-      el('span', 'jp-ACP-planStripCount', p.done ? `${p.total} of ${p.total} done` : `${p.index} of ${p.total}`),
-      el('span', 'jp-ACP-planStripCurrent', p.done ? '' : ` · ${p.current}`)
+      el('span', 'jp-ACP-planStripCount', count),
+      el('span', 'jp-ACP-planStripCurrent', current)
     );
     this._toggle.setAttribute('aria-expanded', String(this._open));
-    const words = p.done ? `plan: all ${p.total} steps done` : `plan: step ${p.index} of ${p.total}, ${p.current}`;
     this._toggle.title = `${words} (${this._open ? 'hide' : 'show'} the whole plan)`;
     this._toggle.setAttribute('aria-label', this._toggle.title);
     this._list.textContent = '';

@@ -55,17 +55,22 @@ async function openIfRunning(ctx: IRenderContext, name: string): Promise<void> {
 export function renderTerminal(
   ctx: IRenderContext,
   terminalId: string,
-  state: ITerminalState | undefined
+  state: ITerminalState | undefined,
+  agents = false
 ): HTMLElement {
   const box = el('div', 'jp-ACP-terminal');
   box.dataset.terminalId = terminalId;
+  // `agents`: a command the agent ran itself (its card's terminal), not one of the client's Jupyter terminals
+  box.classList.toggle('jp-mod-agentTerminal', agents);
   const running = !!state && !state.exitStatus && !state.released;
   box.classList.toggle('jp-mod-running', running);
   const head = el('div', 'jp-ACP-terminalHead');
   head.appendChild(terminalIcon.element({ tag: 'span', className: 'jp-ACP-terminalIcon' }));
   const line = state ? commandLine(state) : terminalId;
   const cmd = el('code', 'jp-ACP-terminalCommand', `$ ${line}`);
-  cmd.title = state?.cwd ? `${line}\nin ${state.cwd}` : line;
+  cmd.title =
+    (state?.cwd ? `${line}\nin ${state.cwd}` : line) +
+    (agents ? '\nrun by the agent itself, not in a Jupyter terminal (its output as the agent reported it)' : '');
   head.appendChild(cmd);
   const status = state?.exitStatus;
   const failed = !!status && (!!status.signal || (status.exitCode ?? 0) !== 0);

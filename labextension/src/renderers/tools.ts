@@ -25,6 +25,7 @@ import type { IRenderContext } from './context';
 import { diff, textPreview } from './diff';
 import { permission } from './permissions';
 import { renderTerminal } from './terminal';
+import { callContent, callTitle, ownKind } from '../owntools';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -103,12 +104,19 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
   const head = el('button', 'jp-ACP-toolHead');
   head.type = 'button';
   head.setAttribute('aria-expanded', String(!!entry.open));
-  head.appendChild((KIND_ICONS[item.toolKind] ?? bugIcon).element({ tag: 'span', className: 'jp-ACP-toolIcon' }));
-  head.appendChild(el('span', 'jp-ACP-toolTitle', item.title));
+  // one of the notebook's own tools, however the agent named it: titled and previewed as the built-in agent's
+  const title = item.own ? callTitle(item.own.name, item.own.args) : item.title;
+  const preview = item.own ? callContent(item.own.args) : [];
+  const kind = item.own && item.toolKind === 'other' ? ownKind(item.own.name) : item.toolKind;
+  head.appendChild((KIND_ICONS[kind] ?? bugIcon).element({ tag: 'span', className: 'jp-ACP-toolIcon' }));
+  head.appendChild(el('span', 'jp-ACP-toolTitle', title));
   const shown = wasRejected(item) ? 'rejected' : item.status;
   n.classList.toggle('jp-mod-rejected', shown === 'rejected');
   head.appendChild(el('span', `jp-ACP-badge jp-mod-${shown}`, STATUS_LABEL[shown] ?? shown));
-  head.title = `${item.title} (${item.toolKind} tool call): show arguments and output`;
+  head.title =
+    `${title} (${kind} tool call` +
+    (title !== item.title ? `, the agent's “${item.title}”` : '') +
+    '): show arguments and output';
   head.addEventListener('click', () => {
     entry.open = !entry.open;
     renderTool(ctx, view, view.model.get(item.id) as IToolItem, entry);
@@ -133,10 +141,23 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
     }
   };
   const html: string[] = [];
+  if (!item.content.some(c => c?.type === 'diff')) {
+    for (const c of preview) {
+      if (c.type === 'diff') {
+        visible.appendChild(diff(c)); // the change the call makes, as the built-in agent's card shows it
+      }
+    }
+  }
+  const mine = item.agentTerminal;
+  let shownMine = false;
   for (const c of item.content) {
     if (c?.type === 'terminal' && typeof c.terminalId === 'string') {
-      // an agent terminal: its command and live output, and the way to open it in JupyterLab
-      visible.appendChild(renderTerminal(ctx, c.terminalId, view.model.terminals.get(c.terminalId)));
+      // a terminal of the client's: its command and live output, and the way to open it in JupyterLab; else the
+      // command the agent ran itself, as its card told it
+      const client = view.model.terminals.get(c.terminalId);
+      const own = !client && mine?.terminalId === c.terminalId ? mine : undefined;
+      shownMine = shownMine || !!own;
+      visible.appendChild(renderTerminal(ctx, c.terminalId, client ?? own, !!own));
     } else if (c?.type === 'diff') {
       visible.appendChild(diff(c));
     } else if (c?.type === 'content' && c.content?.type === 'image') {
@@ -151,6 +172,9 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
       a.title = c.content.uri;
       visible.appendChild(a);
     }
+  }
+  if (mine && !shownMine) {
+    visible.appendChild(renderTerminal(ctx, mine.terminalId, mine, true)); // output before the card names it
   }
   // a tool's MCP result (the built-in agent reports it as rawOutput): the plots of agent-run code
   // are its image blocks, HTML outputs (DataFrames) its text/html resources
@@ -179,6 +203,10 @@ export function renderTool(ctx: IRenderContext, view: SessionView, item: IToolIt
 
   if (entry.open) {
     const details = el('div', 'jp-ACP-toolDetails');
+    const code = preview.filter(c => c.type === 'content').map(c => c.content.text as string);
+    if (code.length) {
+      details.append(el('div', 'jp-ACP-detailLabel', 'Code'), textPreview(code.join('\n')));
+    }
     if (item.rawInput !== undefined) {
       details.append(el('div', 'jp-ACP-detailLabel', 'Arguments'), el('pre', 'jp-ACP-pre', pretty(item.rawInput)));
     }

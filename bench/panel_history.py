@@ -1,0 +1,357 @@
+"""A long conversation in the sidebar, measured in the page: open, scroll, memory, and a long stream.
+
+    python bench/panel_history.py [--turns 300,2000] [--chunks 10000] [--extension DIR]
+
+A real ``jupyter lab`` subprocess (tests/browser/conftest.py ``run_lab``) serving this checkout's built labextension
+(or ``--extension DIR``, an older build, to compare), headless Chromium (/usr/bin/chromium) through Playwright.
+
+History: one real turn per notebook through the server (the scripted ``echo_prompt`` agent answers a prompt of
+markdown with two code blocks with the same markdown), then, with the server stopped, that turn's stored events
+copied into the transcript store N - 1 times (new seqs and turn ids): the store is what the server loads its
+history from at start, so the panel replays what N such turns would have left.  Each notebook is opened from the
+lab with the sidebar shown, timed in the page from ``docmanager:open`` until the last turn's answer (its code
+block included) is drawn, a ``PerformanceObserver`` collecting long tasks meanwhile.  Then the log is scrolled to
+the top and back in half-screen steps, one per frame (each frame's time from ``requestAnimationFrame``); elements
+in the panel and the JS heap after a collection (CDP ``HeapProfiler.collectGarbage``, ``Performance.getMetrics``)
+are read.
+
+Floor: the same gesture on a notebook whose conversation holds one turn, in the same run.  A stream: one prompt
+to the scripted ``stream`` agent answering ``--chunks`` chunks, long tasks counted from the prompt until the turn
+ended; while it streams a notebook cell is typed in and each key's time until the cell shows it is taken.
+
+Targets (issue 26): open to the last message within 300 ms, no long task over 100 ms, scrolling p95 within 20 ms a
+frame, the heap flat in the history's length; the stream with no long task over 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from jupyter_acp.protocol import codec
+from jupyter_acp.sessions.store import TranscriptStore
+from tests.browser.conftest import CHROMIUM, TOKEN, Lab, run_lab
+
+SCRIPTED = [sys.executable, "-m", "jupyter_acp.testing.agents"]
+
+
+def turn_text(i: int) -> str:
+    """A turn's markdown: a paragraph, a python block, a list, a shell block (what a data scientist gets)."""
+    return (
+        f"echo: Turn {i}: load the data and plot the monthly totals.\n\n"
+        "```python\n"
+        f"df = pd.read_csv('sales_{i}.csv')\n"
+        "df.groupby('month').total.sum().plot()\n"
+        "```\n\n"
+        "- the **month** column is parsed as a date\n"
+        "- `total` is in euros\n\n"
+        "```bash\n"
+        f"head -n {i % 50 + 1} sales_{i}.csv\n"
+        "```\n\n"
+        f"Done with turn {i}."
+    )
+
+
+def api(lab: Lab, path: str, body: Any = None, method: str | None = None) -> Any:
+    return lab.api(path, body) if method is None else _request(lab, path, body, method)
+
+
+def _request(lab: Lab, path: str, body: Any, method: str) -> Any:
+    req = urllib.request.Request(
+        f"{lab.url}jupyter-acp/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"token {TOKEN}"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def one_turn(lab: Lab, notebook: str, agent: str, text: str) -> str:
+    """A session for ``notebook`` with one real turn; its id."""
+    info = api(lab, "sessions", {"notebook": notebook, "agent": agent})
+    sid = info["id"]
+    turn = api(lab, f"sessions/{sid}/prompt", {"text": text})["turn_id"]
+    deadline = time.monotonic() + 60
+    while True:
+        events = api(lab, f"sessions/{sid}/events?after=0")
+        if any(e["type"] == "turn_ended" and e.get("turn_id") == turn for e in events):
+            return sid
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the seeding turn of {notebook} did not end")
+        time.sleep(0.1)
+
+
+def seed(store_path: Path, sid: str, turns: int, root: str) -> int:
+    """Copy the session's one turn ``turns - 1`` times after it (new seqs, turn ids, text), the session moved to
+    ``root`` (the server that shows it); the last seq."""
+    store = TranscriptStore(str(store_path))
+    store.open()
+    store._write("UPDATE sessions SET root = ? WHERE id = ?", (root, sid))
+    events = store.read(sid, 0, 100_000, 64 * 1024 * 1024)
+    start = next(i for i, e in enumerate(events) if e["type"] == "turn_started")
+    template = events[start:]
+    seq = events[-1]["seq"]
+    batch: list[dict[str, Any]] = []
+    for i in range(1, turns):
+        tid = uuid.uuid4().hex
+        for e in template:
+            seq += 1
+            raw = json.dumps(e).replace("Turn 0:", f"Turn {i}:").replace("sales_0", f"sales_{i}")
+            raw = raw.replace("Done with turn 0.", f"Done with turn {i}.")
+            copy = json.loads(raw)
+            copy["seq"] = seq
+            if "turn_id" in copy:
+                copy["turn_id"] = tid
+            batch.append(copy)
+        if len(batch) > 2000:
+            store.append_many(sid, batch, [codec.dumps(e) for e in batch])
+            batch = []
+    if batch:
+        store.append_many(sid, batch, [codec.dumps(e) for e in batch])
+    store.commit()  # the root's update too (one-turn floor included)
+    store.close()
+    return seq
+
+
+# -- in the page -----------------------------------------------------------------------------------------------
+OBSERVER = """
+window.__longTasks = [];
+new PerformanceObserver(list => {
+  for (const e of list.getEntries()) window.__longTasks.push({start: e.startTime, duration: e.duration});
+}).observe({type: 'longtask', buffered: true});
+"""
+
+OPEN = """async ([path, needle]) => {
+  const panel = document.querySelector('#jupyter-acp-sidebar');
+  const before = panel.dataset.session;
+  let bound = null;   // the panel shows the notebook's session (its log is in the sidebar)
+  const watch = new MutationObserver(() => {
+    if (bound === null && panel.dataset.session && panel.dataset.session !== before) bound = performance.now();
+  });
+  watch.observe(panel, {attributes: true, attributeFilter: ['data-session']});
+  const t0 = performance.now();
+  await window.jupyterapp.commands.execute('docmanager:open', {path});
+  const shown = () => {
+    const log = panel.querySelector('.jp-ACP-log');
+    if (!log) return false;
+    const msgs = log.querySelectorAll('.jp-ACP-message');
+    const last = msgs[msgs.length - 1];
+    if (!last || !last.textContent.includes(needle) || !last.querySelector('.jp-ACP-code')) return false;
+    const r = last.getBoundingClientRect(), l = log.getBoundingClientRect();
+    return r.height > 0 && r.bottom > l.top && r.top < l.bottom;   // on screen, not only in the DOM
+  };
+  await new Promise((resolve, reject) => {
+    const tick = () => shown() ? resolve() : performance.now() - t0 > 60000 ? reject(new Error('no last message')) : requestAnimationFrame(tick);
+    tick();
+  });
+ const t1 = performance.now();
+  watch.disconnect();
+  await new Promise(r => setTimeout(r, 1500));   // what the open left to do (older renders) counts as its long tasks
+  const tasks = window.__longTasks.filter(t => t.start + t.duration >= t0);
+  return {open: t1 - t0, panel: t1 - (bound ?? t0), longest: Math.max(0, ...tasks.map(t => t.duration)), tasks: tasks.length,
+          elements: panel.querySelectorAll('*').length};
+}"""
+
+SCROLL = """async () => {
+  const log = document.querySelector('#jupyter-acp-sidebar .jp-ACP-log');
+  const frames = [];
+  let last = performance.now();
+  const frame = () => new Promise(r => requestAnimationFrame(t => { frames.push(t - last); last = t; r(); }));
+  await frame(); frames.length = 0;
+  const step = Math.max(100, log.clientHeight / 2);
+  const earlier = log.querySelector('.jp-ACP-earlier');
+  // up to the conversation's start (older items drawn, pages loaded as the top is reached) or 400 frames
+  for (let i = 0; i < 400 && (log.scrollTop > 0 || !earlier.hidden); i++) { log.scrollTop -= step; await frame(); }
+  const up = frames.length;
+  for (let i = 0; i < 400 && log.scrollHeight - log.scrollTop - log.clientHeight > 2; i++) { log.scrollTop += step; await frame(); }
+  frames.sort((a, b) => a - b);
+  const p = q => frames[Math.min(frames.length - 1, Math.floor(q * frames.length))];
+  return {frames: frames.length, up, p50: p(0.5), p95: p(0.95), max: frames[frames.length - 1],
+          elements: document.querySelectorAll('#jupyter-acp-sidebar *').length};
+}"""
+
+
+def heap(cdp: Any) -> float:
+    cdp.send("HeapProfiler.collectGarbage")
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return metrics["JSHeapUsedSize"] / 2**20
+
+
+def measure_open(browser: Any, lab: Lab, notebook: str, needle: str) -> dict[str, Any]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.add_init_script(OBSERVER)
+    cdp = context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    page.goto(f"{lab.url}lab?reset&token={TOKEN}")
+    page.wait_for_selector("#jupyter-acp-sidebar", state="attached", timeout=60_000)
+    page.evaluate("window.jupyterapp.shell.activateById('jupyter-acp-sidebar')")
+    page.wait_for_timeout(1500)  # the lab settles (its own start-up long tasks are not ours)
+    before = heap(cdp)
+    try:
+        out = page.evaluate(OPEN, [notebook, needle])
+    except Exception:
+        text = page.evaluate("document.querySelector('#jupyter-acp-sidebar').innerText")
+        page.screenshot(path=str(Path(tempfile.gettempdir()) / "panel-bench-failure.png"))
+        raise RuntimeError(f"{notebook}: the last message did not show; the panel says:\n{text[-2000:]}") from None
+    out["heap"] = heap(cdp) - before
+    out.update({f"scroll_{k}": v for k, v in page.evaluate(SCROLL).items()})
+    out["heap_after_scroll"] = heap(cdp) - before
+    context.close()
+    return out
+
+
+STREAM = """async (chunks) => {
+  const panel = document.querySelector('#jupyter-acp-sidebar');
+  const box = panel.querySelector('textarea');
+  const t0 = performance.now();
+  box.value = 'stream please';
+  box.dispatchEvent(new Event('input', {bubbles: true}));
+  box.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}));
+  const end = String(chunks - 1);
+  await new Promise((resolve, reject) => {
+    const tick = () => {
+      const msgs = panel.querySelectorAll('.jp-ACP-message');
+      const last = msgs[msgs.length - 1];
+      const done = last && last.textContent.trim().endsWith(' ' + end) && !panel.querySelector('.jp-ACP-log[aria-busy="true"]');
+      if (done) resolve(); else if (performance.now() - t0 > 180000) reject(new Error('stream did not end')); else setTimeout(tick, 50);
+    };
+    tick();
+  });
+  const t1 = performance.now();
+  await new Promise(r => setTimeout(r, 1000));
+  const tasks = window.__longTasks.filter(t => t.start + t.duration >= t0);
+  return {seconds: (t1 - t0) / 1000, longest: Math.max(0, ...tasks.map(t => t.duration)),
+          over50: tasks.filter(t => t.duration > 50).length, tasks: tasks.length};
+}"""
+
+
+def measure_stream(browser: Any, lab: Lab, notebook: str, chunks: int) -> dict[str, Any]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.add_init_script(OBSERVER)
+    page.goto(f"{lab.url}lab/tree/{notebook}?reset&token={TOKEN}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    page.evaluate("window.jupyterapp.shell.activateById('jupyter-acp-sidebar')")
+    page.locator("#jupyter-acp-sidebar").get_by_label("Agent for this notebook").select_option("stream")
+    page.wait_for_function(
+        "() => { const p = document.querySelector('#jupyter-acp-sidebar'); const s = p.querySelector('.jp-ACP-status');"
+        " return p.dataset.agent === 'stream' && s && (s.hidden || !/Starting/.test(s.textContent)); }",
+        timeout=60_000,
+    )
+    page.wait_for_timeout(1500)
+    out = page.evaluate(STREAM, chunks)
+    context.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", default="300,2000", help="history lengths, comma-separated")
+    ap.add_argument("--chunks", type=int, default=10_000, help="the stream's chunks (0: no stream)")
+    ap.add_argument("--extension", default="", help="a built labextension folder to serve instead of this checkout's")
+    args = ap.parse_args()
+    lengths = [int(n) for n in args.turns.split(",") if n]
+    import os
+
+    if args.extension:
+        os.environ["JUPYTER_ACP_TEST_LABEXTENSION"] = str(Path(args.extension).resolve())
+    from playwright.sync_api import sync_playwright
+
+    settings = {
+        "default_agent": "echo",
+        "agents": {
+            "echo": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "echo_prompt"], "title": "Echo"},
+            "stream": {
+                "command": SCRIPTED[0],
+                "args": [*SCRIPTED[1:], "stream", "--chunks", str(args.chunks or 1)],
+                "title": "Stream",
+            },
+        },
+    }
+    notebooks = {"floor": 1, **{f"h{n}": n for n in lengths}}
+    with tempfile.TemporaryDirectory(prefix="panel-bench-") as tmp:
+        store = Path(tmp) / "transcripts.sqlite"  # outside both labs' folders: the second lab loads it at start
+        (Path(tmp) / "first").mkdir()
+        (Path(tmp) / "second").mkdir()
+        # 1. one real turn per notebook, through the server
+        sids: dict[str, str] = {}
+        with run_lab(Path(tmp) / "first", settings, store=str(store)) as lab:
+            for name in notebooks:
+                lab.notebook(f"{name}.ipynb", ["x = 1"])
+                sids[name] = one_turn(lab, f"{name}.ipynb", "echo", turn_text(0))
+        # 2. the store holds N turns (the server is stopped: the store is the truth it loads at start), of the
+        # second lab's root (a session belongs to its server's root)
+        t0 = time.perf_counter()
+        root = (Path(tmp) / "second" / "root").resolve()
+        for name, n in notebooks.items():
+            seed(store, sids[name], n, str(root))
+        print(f"seeded {', '.join(f'{n} turns' for n in lengths)} in {time.perf_counter() - t0:.1f} s")
+        results: dict[str, dict[str, Any]] = {}
+        with run_lab(Path(tmp) / "second", settings, store=str(store)) as lab:
+            for name in [*notebooks, "stream"]:
+                lab.notebook(f"{name}.ipynb", ["x = 1"])
+            with sync_playwright() as p:
+                browser = p.chromium.launch(
+                    executable_path=CHROMIUM,
+                    headless=True,
+                    args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+                )
+                for name, n in notebooks.items():
+                    needle = f"Done with turn {n - 1}."
+                    runs = [measure_open(browser, lab, f"{name}.ipynb", needle) for _ in range(2)]
+                    results[name] = min(runs, key=lambda r: r["open"])
+                stream = measure_stream(browser, lab, "stream.ipynb", args.chunks) if args.chunks else None
+                browser.close()
+    report(results, notebooks, stream, args.chunks)
+
+
+def report(results: dict[str, dict[str, Any]], notebooks: dict[str, int], stream: Any, chunks: int) -> None:
+    floor = results["floor"]
+    print(
+        f"{'history':>10} {'open ms':>8} {'x floor':>8} {'panel ms':>9} {'longest task':>13} {'elements':>9} {'heap MiB':>9} "
+        f"{'scroll p95':>11} {'p50':>6} {'frames':>7}"
+    )
+    for name, n in notebooks.items():
+        r = results[name]
+        print(
+            f"{n:>5} turn{'s' if n > 1 else ' '} {r['open']:>8.0f} {r['open'] / floor['open']:>7.2f}x {r['panel']:>9.0f} "
+            f"{r['longest']:>10.0f} ms {r['elements']:>9} {r['heap']:>9.1f} {r['scroll_p95']:>8.1f} ms "
+            f"{r['scroll_p50']:>6.1f} {r['scroll_frames']:>7}"
+        )
+    lengths = [n for n in notebooks.values() if n > 1]
+    if len(lengths) >= 2:
+        a, b = (results[f"h{n}"] for n in lengths[:2])
+        grow = lengths[1] / lengths[0]
+        print(
+            f"from {lengths[0]} to {lengths[1]} turns ({grow:.1f}x): open {b['open'] / a['open']:.2f}x, "
+            f"elements {b['elements'] / max(1, a['elements']):.2f}x, heap {b['heap'] - a['heap']:+.1f} MiB"
+        )
+    worst = max(results[f"h{n}"]["longest"] for n in lengths) if lengths else 0
+    worst_open = max(results[f"h{n}"]["panel"] for n in lengths) if lengths else 0
+    worst_p95 = max(results[f"h{n}"]["scroll_p95"] for n in lengths) if lengths else 0
+    print(
+        f"targets: open (panel bound to last message) <= 300 ms: {worst_open:.0f} ms; long task <= 100 ms: {worst:.0f} ms; "
+        f"scroll p95 <= 20 ms: {worst_p95:.1f} ms"
+    )
+    if stream:
+        print(
+            f"stream of {chunks} chunks: {stream['seconds']:.1f} s, {stream['tasks']} long tasks, "
+            f"{stream['over50']} over 50 ms, longest {stream['longest']:.0f} ms (target: none over 50 ms)"
+        )
+    print(json.dumps({"results": results, "stream": stream}, default=float), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""Agent connections and their ACP sessions: start, open, resume, load or re-create, and yield past the cap."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ...acp.connection import AgentConnection, AgentError, AgentNeedsLogin
+from ...channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
+from ...channels.mcp_acp import CHANNEL as MCP_ACP  # hook: MCP over ACP
+from ...channels.mcp_acp import lend as lend_in_band
+from ...protocol import client_tools
+from ...protocol.jsonrpc import RpcError
+from ..gate.elicitations import CAPABILITY as ELICITATION_CAPABILITY
+from ..gate.elicitations import Questions
+from ..gate.gate import Gate
+from ..hub_parts import HubParts
+from ..model import HubError, NotebookSession
+from .acp_client import ClientEndpoint
+
+log = logging.getLogger(__name__)
+
+
+class AgentSessions(HubParts):
+    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
+    part lives in its own module so each job reads alone)."""
+
+    questions: Questions  # the whole service: the agents' requests (acp_client.py) ask and complete there
+    gate: Gate  # the whole gate: the agents' requests (acp_client.py) and MCP (channels) are served by it
+
+    def connection(self, agent: str) -> AgentConnection:
+        conn = self.connections.get(agent)
+        if conn is None:
+            spec = self.specs()[agent]
+            conn = AgentConnection(
+                agent,
+                spec.argv,
+                env=self.app.agent_env(spec),
+                cwd=self.serverapp.root_dir,
+                handler_factory=lambda c: ClientEndpoint(self, c),
+                client_capabilities=self._client_capabilities,
+                max_frame_bytes=self.app.max_frame_bytes,
+                start_timeout=self.app.agent_start_timeout,
+                stderr_bytes=self.app.agent_log_bytes,
+                on_bad_frame=self._on_bad_frame,
+                on_exit=self._on_agent_exit,
+            )
+            self.connections[agent] = conn
+        return conn
+
+    async def restart_agent(self, agent: str, why: str) -> None:
+        """This agent's settings changed: stop its process (only this agent's), take its new environment; its
+        sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so."""
+        conn = self.connections.get(agent)
+        if conn is None:
+            return  # never started: the next start takes the new environment
+        running = [s for s in self._sessions_of(agent) if s.turn is not None]
+        await conn.reconfigure(self.app.agent_env(self.specs()[agent]))
+        self._on_agent_exit(conn)
+        for session in self._sessions_of(agent):
+            cut = " (the turn that was running ended)" if session in running else ""
+            self.emit(
+                session,
+                "notice",
+                level="info",
+                text=f"agent {agent!r} restarted: {why}{cut}; this conversation re-opens with your next prompt",
+                phase="agent_reconfigured",
+            )
+
+    def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
+        caps: dict[str, Any] = {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": self.terminals.available,
+            "elicitation": dict(ELICITATION_CAPABILITY),  # form and url (elicitations.py)
+            # the panel renders boolean options as switches and sends ``type: "boolean"`` (the client opt-in: an
+            # agent offers them only to a client that says so)
+            "session": {"configOptions": {"boolean": {}}},
+        }
+        if getattr(self.serverapp, "terminals_enabled", False):
+            caps["auth"] = {"terminal": True}  # a terminal login method: the panel opens a JupyterLab terminal
+        # the panel shows the output of commands an agent runs itself (claude-agent-acp's Bash, codex-acp's shell)
+        # from its updates' ``_meta.terminal_info`` / ``terminal_output`` / ``terminal_exit``, as a terminal
+        caps["_meta"] = {"terminal_output": True}
+        spec = self.specs()[conn.name]
+        channel = spec.tool_channel
+        if channel in ("auto", "client-tools", "both"):
+            discovery = spec.client_tools_discovery
+            tools = [t.to_wire() for t in self.tools.all()] if discovery == client_tools.DISCOVERY_META else None
+            caps["_meta"].update(client_tools.client_capability_meta(discovery, tools))
+        return caps
+
+    def _on_bad_frame(self, conn: AgentConnection, text: str) -> None:
+        log.warning("agent %s: %s", conn.name, text)
+        for session in self._sessions_of(conn.name):
+            if session.turn is not None:
+                self.emit(session, "notice", level="warning", text=f"agent {conn.name!r} {text}")
+
+    def _on_agent_exit(self, conn: AgentConnection) -> None:
+        if self.mcp_host is not None:
+            self.mcp_host.revoke_agent(conn.name)
+        for session in self._sessions_of(conn.name):
+            if session.acp_generation == conn.generation:
+                session.acp_generation = None
+            self._cancel_pending_permissions(session)
+            self.questions.cancel_pending(session, f"agent {conn.name!r} exited")
+            self.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
+
+    async def warm_up(self, session: NotebookSession, trace: dict[str, str] | None = None) -> None:
+        """Open the agent session in the background (the agent starts while the user types); a failure is kept on
+        the session and reported at the next prompt."""
+        try:
+            await self.ensure_acp_session(session, trace=trace)
+        except (AgentError, RpcError, HubError):
+            pass  # recorded on the session and reported on the next prompt
+        except Exception:
+            log.exception("warming up session %s failed", session.id)
+        finally:
+            session.setup_task = None
+
+    async def ensure_acp_session(self, session: NotebookSession, *, trace: dict[str, str] | None = None) -> None:
+        """Start the agent if needed and open, load, resume or re-create the ACP session (``trace``: the W3C trace
+        context of the request this happens for, forwarded as the params' ``_meta``)."""
+        conn = self.connection(session.agent)
+        if session.acp_generation == conn.generation and conn.alive:
+            return
+        session.state = "starting"
+        try:
+            if not conn.alive:
+                self.emit(
+                    session, "notice", level="info", text=f"starting agent {session.agent!r}…", phase="agent_starting"
+                )
+                was_dead = conn.state == "dead"
+                await conn.ensure_started()
+                if was_dead:
+                    self.emit(session, "notice", level="info", text=f"agent {session.agent!r} restarted")
+            async with conn.setup_lock:
+                if session.acp_generation == conn.generation and conn.alive:
+                    return
+                await self._open_acp_session(session, conn, trace)
+            session.state = "ready"
+            session.error = None
+        except AgentNeedsLogin as exc:
+            session.state = "error"
+            session.error = str(exc)
+            raise
+        except (AgentError, RpcError) as exc:
+            session.state = "error"
+            session.error = str(exc)
+            raise
+
+    async def _make_room(self, session: NotebookSession, conn: AgentConnection) -> None:
+        """Keep an agent under max_sessions_per_agent: the least recently used idle session yields
+        its agent session (closed when the agent can), and picks it up again when next used."""
+        live = [s for s in self._sessions_of(conn.name) if s.acp_generation == conn.generation and s is not session]
+        if len(live) < self.app.max_sessions_per_agent:
+            return
+        idle = sorted((s for s in live if s.turn is None), key=lambda s: s.last_used)
+        if not idle:
+            raise HubError(
+                f"agent {conn.name!r} already runs {len(live)} sessions, all busy (JupyterACP.max_sessions_per_agent)",
+                429,
+            )
+        victim = idle[0]
+        victim.acp_generation = None
+        await self.terminals.end_session(victim, "this notebook's agent session yielded to another notebook")
+        if conn.supports_close and victim.acp_session_id:
+            try:
+                await conn.request("session/close", {"sessionId": victim.acp_session_id}, timeout=10)
+            except Exception as exc:  # closing is a courtesy to the agent
+                log.info("session/close of %s failed: %s", victim.acp_session_id, exc)
+        log.info("session %s of %s yielded its agent session to %s", victim.id, victim.notebook, session.notebook)
+
+    def _session_params(
+        self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None
+    ) -> dict[str, Any]:
+        """What session/new, load and resume share beside ``mcpServers``: the cwd (the notebook's folder), the
+        server root as an additional directory when the notebook sits below it and the agent takes
+        ``additionalDirectories`` (ACP: sent again on load and resume), and the request's trace context."""
+        params: dict[str, Any] = {"cwd": session.cwd}
+        root = os.path.realpath(self.serverapp.root_dir)
+        if conn.supports_session("additionalDirectories") and os.path.realpath(session.cwd) != root:
+            # the project: an agent may read its other files (``fs/*`` stays within the root: tools/files.py)
+            params["additionalDirectories"] = [root]
+        if trace:
+            params["_meta"] = dict(trace)
+        return params
+
+    async def _open_acp_session(
+        self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None = None
+    ) -> None:
+        await self._make_room(session, conn)
+        conn.setting_up = session
+        try:
+            mcp_servers = await self._mcp_servers(session, conn)
+            mcp_servers += self.app.user_mcp_servers(conn)  # hook: the user's own MCP servers (agents/mcp_servers.py)
+            common = self._session_params(session, conn, trace)
+            previous = session.acp_session_id
+            how = "new"
+            result: Any = None
+            if previous and conn.supports_resume:
+                try:
+                    result = await conn.request(
+                        "session/resume", {"sessionId": previous, **common, "mcpServers": mcp_servers}
+                    )
+                    how = "resumed"
+                except RpcError as exc:
+                    log.info("resume of %s failed: %s", previous, exc)
+            if how == "new" and previous and conn.supports_load:
+                # the agent replays history we already have (not one taken over from its own list: that we keep)
+                session.replaying = not session.adopted
+                try:
+                    result = await conn.request(
+                        "session/load", {"sessionId": previous, **common, "mcpServers": mcp_servers}
+                    )
+                    how = "loaded"
+                except RpcError as exc:
+                    log.info("load of %s failed: %s", previous, exc)
+                finally:
+                    session.replaying = False
+            if how == "new":
+                result = await conn.request("session/new", {**common, "mcpServers": mcp_servers})
+                if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+                    raise AgentError(f"agent {conn.name!r} answered session/new without a session id")
+                if session.acp_session_id:
+                    self._by_acp.pop((session.agent, session.acp_session_id), None)
+                session.record.acp_session_id = result["sessionId"]
+                self._by_acp[(session.agent, result["sessionId"])] = session
+                self._save(session.record)
+            session.acp_generation = conn.generation
+            session.adopted = False
+            if how == "new":
+                session.primed = False
+            if isinstance(result, dict):
+                if result.get("modes") is not None:
+                    session.modes = result["modes"]
+                if result.get("configOptions") is not None:
+                    session.config_options = result["configOptions"]
+            if previous and how == "new":
+                session.reseed = True
+                self.emit(
+                    session,
+                    "notice",
+                    level="warning",
+                    text=f"agent {conn.name!r} could not reload the earlier conversation; "
+                    "a new agent session starts, seeded with the recent history",
+                    phase="session_recreated",
+                )
+            elif previous:
+                self.emit(session, "notice", level="info", text=f"agent session {how}", phase=f"session_{how}")
+            self.emit(
+                session,
+                "session_ready",
+                acp_session_id=session.acp_session_id,
+                how=how,
+                modes=session.modes,
+                config_options=session.config_options,
+            )
+        finally:
+            conn.setting_up = None
+
+    async def _tool_host(self) -> Any:
+        if self.mcp_host is None:
+            from ...channels.mcp_http import McpToolHost  # light: no MCP SDK types on the server's path
+
+            self.mcp_host = McpToolHost(self.gate)
+            self.mcp_host.start()
+        return self.mcp_host
+
+    async def _mcp_servers(self, session: NotebookSession, conn: AgentConnection) -> list[dict[str, Any]]:
+        """The ``mcpServers`` of session/new|load|resume: the tool host, when this agent needs it."""
+        spec = self.specs()[conn.name]
+        session.channels = choose_channels(spec.tool_channel, spec.client_tools_discovery, conn)
+        if MCP_ACP in session.channels:  # hook: lent over this very connection, no port (channels/mcp_acp.py)
+            return [lend_in_band(conn, session)]
+        if not session.channels & {MCP_HTTP, MCP_STDIO}:
+            return []
+        host = await self._tool_host()
+        bearer = host.grant(session, conn.generation)
+        if MCP_HTTP in session.channels:
+            return [host.server_entry(bearer)]
+        return [stdio_shim_entry(host.url, bearer)]
+
+    def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
+        """The notebook session behind an agent's session id; only sessions of *this* agent."""
+        if not isinstance(acp_session_id, str):
+            return None
+        return self._by_acp.get((conn.name, acp_session_id))

@@ -1,0 +1,50 @@
+"""A server extension for tests only: the transcript store of a real server process made to fail, and to work again.
+
+    ServerProcess(..., extensions=FAULTS)  then  POST /jupyter-acp-testing/store {"fail": true | false}
+
+A failing store refuses every commit as a full disk does (SQLite's "database or disk is full": the transaction rolled
+back, the error of the store failing, not of one row). Chosen over ``PRAGMA max_page_count`` (which
+``tests/test_store_faults.py`` uses in-process) because a small event can still fit in a page SQLite has free: a
+test that must know the store failed needs every write to fail. Never enabled outside tests.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_server.base.handlers import JupyterHandler
+from tornado import web
+
+#: ``ServerProcess(extensions=FAULTS)`` loads this extension next to jupyter_acp
+FAULTS = {"jupyter_acp.testing.store_faults": True}
+
+
+class StoreFaultHandler(JupyterHandler):
+    @web.authenticated
+    def post(self) -> None:
+        from jupyter_acp.sessions.store import StoreError
+
+        fail = bool(json.loads(self.request.body or b"{}").get("fail"))
+        store = self.settings["jupyter_acp"].hub.store
+        if fail and "commit" not in vars(store):
+            real = type(store).commit.__get__(store)
+
+            def commit() -> None:
+                if store._dirty:
+                    store._rollback()
+                    raise StoreError("could not save the transcript: database or disk is full (a test's fault)")
+                real()
+
+            store.commit = commit
+        elif not fail:
+            vars(store).pop("commit", None)
+        self.finish({"failing": "commit" in vars(store)})
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    return [{"module": "jupyter_acp.testing.store_faults"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    serverapp.web_app.add_handlers(".*$", [(r"/jupyter-acp-testing/store", StoreFaultHandler)])
