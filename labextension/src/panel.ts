@@ -544,6 +544,7 @@ export class AgentPanel extends Widget {
     this._body.textContent = '';
     delete this.node.dataset.agent;
     delete this.node.dataset.session;
+    delete this.node.dataset.stream;
     const hasNotebook = !!this._path();
     this.node.classList.toggle('jp-ACP-noNotebook', !hasNotebook);
     if (!view) {
@@ -605,6 +606,8 @@ export class AgentPanel extends Widget {
       void this._reload(); // another conversation is current (resumed or deleted elsewhere): show it afresh
       return;
     }
+    // the live connection's state, for other extensions' and tests' eyes (ops go over it only when open)
+    this.node.dataset.stream = view.stream?.state ?? 'none';
     const stick = view.stick && !view.anchor;
     if (view.epoch !== view.model.epoch) {
       this._resync(view);

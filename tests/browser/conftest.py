@@ -342,6 +342,14 @@ class Ui:
             timeout=60_000,
         )
 
+    def wait_connected(self) -> None:
+        """The panel's live connection to its session is open (until then its ops go over HTTP)."""
+        self.page.wait_for_function(
+            "() => { const p = document.querySelector('#jupyter-acp-sidebar');"
+            " return p && p.dataset.session && p.dataset.stream === 'open'; }",
+            timeout=60_000,
+        )
+
     def pick_agent(self, agent: str) -> None:
         self.panel.get_by_label("Agent for this notebook").select_option(agent)
         self.wait_ready(agent)

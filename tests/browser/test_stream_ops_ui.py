@@ -33,18 +33,21 @@ def test_c5_ops_ride_the_socket(ui):
     nb = ui.lab.notebook("c5ops.ipynb", ["x = 1"])
     ui.open_lab(nb)
     ui.wait_ready("echo")
+    ui.wait_connected()  # each session's socket opens after the panel binds; an op before then goes over HTTP
     panel = ui.panel
 
     ui.send("warm turn over the socket")
     expect(panel.locator(".jp-ACP-message").last).to_contain_text("warm turn over the socket", timeout=LONG)
 
     ui.pick_agent("perm")
+    ui.wait_connected()
     ui.send("write the answer file")
     card = panel.locator(".jp-ACP-tool").last
     card.get_by_role("button", name="Allow").click(timeout=LONG)
     expect(panel.locator(".jp-ACP-message").last).to_have_text("permission: allow", timeout=LONG)
 
     ui.pick_agent("slow")
+    ui.wait_connected()
     ui.send("count slowly")
     expect(panel.locator(".jp-ACP-message").last).to_contain_text(re.compile(r"\b3\b"), timeout=LONG)
     panel.get_by_role("button", name="Stop the agent", exact=True).click()

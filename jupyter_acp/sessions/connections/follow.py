@@ -112,7 +112,7 @@ class ToolListFollower:
         self._pending: dict[str, asyncio.Task[None]] = {}
         #: kernels that answered our ``kernel_info`` (up, whatever Jupyter's state says), and the asks under way
         self._answered: set[str] = set()
-        self._asking: dict[str, asyncio.Future[None]] = {}
+        self._asking: dict[str, asyncio.Task[Any]] = {}
 
     # -- wiring ----------------------------------------------------------------------------------
     def listen(self, event_logger: Any) -> None:
@@ -182,7 +182,8 @@ class ToolListFollower:
                 return
             asking = self._asking.get(kid)
             if asking is None:
-                asking = self._asking[kid] = asyncio.ensure_future(self._ask_kernel(kernels, kid))
+                # a task of the hub: cancelled and awaited when the server stops, never left pending
+                asking = self._asking[kid] = self.hub.spawn(self._ask_kernel(kernels, kid))
             done, _ = await asyncio.wait({asking}, timeout=min(KERNEL_ASK_QUIET, max(0.0, deadline - time.monotonic())))
             if done and kid in self._answered:
                 return
