@@ -45,8 +45,8 @@ class ConversationsHandler(BaseHandler):
         """The notebook's conversations with this agent, newest first (first prompt, dates, agent, turns, the
         current one flagged), then the agent's own past sessions in the notebook's folder (``kind: "agent"``)."""
         session = self.session(session_id)
-        ours = self.hub.conversation_list(session)
-        self.send([*ours, *await self.hub.agent_conversations(session)])
+        ours = self.hub.conversations.listing(session)
+        self.send([*ours, *await self.hub.conversations.agent_listing(session)])
 
 
 class ConversationEventsHandler(BaseHandler):
@@ -57,7 +57,7 @@ class ConversationEventsHandler(BaseHandler):
         """A page of one conversation's events, as ``events`` pages the session's (``after`` / ``before``)."""
         session = self.session(session_id)
         after, limit, before = page_args(self)
-        self.send(self.hub.conversation_events(session, cid, after, limit, before=before))
+        self.send(self.hub.conversations.events(session, cid, after, limit, before=before))
 
 
 class ConversationResumeHandler(BaseHandler):
@@ -66,7 +66,7 @@ class ConversationResumeHandler(BaseHandler):
     @hub_errors
     async def post(self, session_id: str, cid: str) -> None:
         """Make this conversation the current one again (the agent resumes or loads it, or is given its history)."""
-        session = await self.hub.resume_conversation(self.session(session_id), cid)
+        session = await self.hub.conversations.resume(self.session(session_id), cid)
         self.send(await self.described(session))
 
 
@@ -77,7 +77,7 @@ class ConversationHandler(BaseHandler):
     async def delete(self, session_id: str, cid: str) -> None:
         """Remove an earlier conversation and its events (not the current one), and the agent's own copy where it
         offers ``session/delete`` (``agent_deleted``; ``agent_error`` says why it kept it: ours is gone anyway)."""
-        outcome = await self.hub.delete_conversation(self.session(session_id), cid)
+        outcome = await self.hub.conversations.delete(self.session(session_id), cid)
         self.send({"deleted": cid, **outcome})
 
 
@@ -89,7 +89,7 @@ class ForkHandler(BaseHandler):
         """``{turn_id}``: a new conversation of the notebook from the end of that turn of the current one (the
         agent's ``session/fork`` where it offers it, else our transcript seeds it); the earlier one stays listed."""
         body: ForkBody = self.parse(ForkBody)
-        session = await self.hub.fork_conversation(self.session(session_id), body.turn_id)
+        session = await self.hub.conversations.fork(self.session(session_id), body.turn_id)
         self.send(await self.described(session), 201)
 
 

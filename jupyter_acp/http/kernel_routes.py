@@ -361,7 +361,7 @@ class ConversationsHandler(KernelHandler):
         self.check_secret()
         session = await self.own_session(session_id)
         try:
-            self.send(self.hub.conversation_list(session))
+            self.send(self.hub.conversations.listing(session))
         except HubError as exc:
             raise http_error(exc) from None
 
@@ -377,7 +377,7 @@ class ConversationEventsHandler(KernelHandler):
         except ValueError:
             raise web.HTTPError(400, "after is an integer") from None
         try:
-            self.send(self.hub.conversation_events(session, cid, after))
+            self.send(self.hub.conversations.events(session, cid, after))
         except HubError as exc:
             raise http_error(exc) from None
 

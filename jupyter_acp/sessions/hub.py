@@ -54,16 +54,17 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
+class SessionHub(EventLog, AgentSessions, Turns, Permissions):
     """The facade the routes and the app hold: the session registry and the lifecycle here; the event log,
-    agent sessions, turns, permissions and conversations in their own modules (mixins of one object, one state,
-    declared to one another in ``hub_parts.py``); the gate, the terminals, the tool lists' follower, the agents'
-    questions and the current agents are services it holds, each taking a Protocol of what it uses of the hub."""
+    agent sessions, turns and permissions in their own modules (mixins of one object, one state, declared to one
+    another in ``hub_parts.py``); the gate, the terminals, the tool lists' follower, the agents' questions, the
+    current agents and the conversations are services it holds, each taking a Protocol of what it uses of the hub."""
 
     # the services, as the routes and the app use them (the parts see them through HubParts' narrower protocols)
     gate: Gate
     follower: ToolListFollower
     questions: Questions
+    conversations: Conversations
 
     def __init__(self, app: HubSettings, store: TranscriptStore, tools: ToolSurface) -> None:
         self.app = app
@@ -108,6 +109,8 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions, Conversations):
         self.gate = Gate(self, services.config if services is not None else None, self.review)
         #: the agents' questions to the user (``elicitation/create``)
         self.questions = Questions(self)
+        #: the notebook's past conversations: list, read, resume, delete, fork (``log/conversations.py``)
+        self.conversations = Conversations(self)
         #: each notebook's current agent (the panel's picker, ``%acp use``)
         self.current_agents = CurrentAgents(self)
         #: agents' commands in Jupyter terminals (``terminal/*``)

@@ -77,6 +77,15 @@ class KernelFollowing(Protocol):
     def turn_ended(self, session: NotebookSession) -> None: ...
 
 
+class ConversationSteps(Protocol):
+    """What turns ask of the conversations (``log/conversations.py``): the current one's latest page (a re-seed
+    carries it) and a new one (a reset)."""
+
+    def tail(self, session: NotebookSession) -> list[dict[str, Any]]: ...
+
+    async def new(self, session: NotebookSession) -> None: ...
+
+
 class HubParts:
     """The hub's state and the methods its parts call across modules (declared for the checker; SessionHub sets the
     state up in its ``__init__``, and each method is defined by exactly one part or by the hub itself)."""
@@ -102,6 +111,7 @@ class HubParts:
         review: ReviewService | None
         gate: GateSteps
         questions: QuestionSteps
+        conversations: ConversationSteps
         terminals: TerminalService
 
         # -- the event log's state (events.py) -------------------------------------------------
@@ -162,7 +172,3 @@ class HubParts:
         ) -> ToolContext: ...
 
         # -- questions (elicitations.py) -------------------------------------------------------
-
-        # -- conversations (conversations.py) --------------------------------------------------
-        async def new_conversation(self, session: NotebookSession) -> None: ...
-        def conversation_tail(self, session: NotebookSession) -> builtins.list[dict[str, Any]]: ...

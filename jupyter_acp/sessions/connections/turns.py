@@ -202,7 +202,7 @@ class Turns(HubParts):
         """Prefix a prompt with the recent history, for an agent that lost the conversation."""
         lines: list[str] = []
         # the latest page of the current conversation: a bounded tail
-        for ex in exchanges(self.conversation_tail(session)):
+        for ex in exchanges(self.conversations.tail(session)):
             if ex.turn_id == turn_id:
                 continue
             lines.append(f"User: {ex.prompt}")
@@ -247,7 +247,7 @@ class Turns(HubParts):
         The notebook session (and its id) stays: only its ACP session and its conversation number change; the new
         conversation starts with a marker.
         """
-        await self.new_conversation(session)
+        await self.conversations.new(session)
         self.emit(
             session,
             "notice",
