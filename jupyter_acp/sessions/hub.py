@@ -54,17 +54,18 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, AgentSessions, Turns, Permissions):
-    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log,
-    agent sessions, turns and permissions in their own modules (mixins of one object, one state, declared to one
-    another in ``hub_parts.py``); the gate, the terminals, the tool lists' follower, the agents' questions, the
-    current agents and the conversations are services it holds, each taking a Protocol of what it uses of the hub."""
+class SessionHub(EventLog, Turns, Permissions):
+    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log, turns and
+    permissions in their own modules (mixins of one object, one state, declared to one another in ``hub_parts.py``);
+    the agent sessions, the gate, the terminals, the tool lists' follower, the agents' questions, the current agents
+    and the conversations are services it holds, each taking a Protocol of what it uses of the hub."""
 
     # the services, as the routes and the app use them (the parts see them through HubParts' narrower protocols)
     gate: Gate
     follower: ToolListFollower
     questions: Questions
     conversations: Conversations
+    agent_sessions: AgentSessions
 
     def __init__(self, app: HubSettings, store: TranscriptStore, tools: ToolSurface) -> None:
         self.app = app
@@ -92,6 +93,8 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions):
         self._turn_slots: dict[str, asyncio.Semaphore] = {}
         #: the one gate every agent action passes
         self._file_rules: FileRules | None = None
+        #: the agents' connections and each notebook session's agent session (``connections/agent_sessions.py``)
+        self.agent_sessions = AgentSessions(self)
         self.follower = ToolListFollower(self, kernel_wait=getattr(app, "kernel_start_wait", 10.0))
         #: turns' checkpoints, their review and rewind, and the provenance of agents' changes
         self.review: ReviewService | None = None
@@ -293,6 +296,28 @@ class SessionHub(EventLog, AgentSessions, Turns, Permissions):
 
     def _sessions_of(self, agent: str) -> builtins.list[NotebookSession]:
         return [s for s in self.sessions.values() if s.agent == agent]
+
+    # -- the agent sessions (a service: connections/agent_sessions.py), by the names the routes and parts use ----
+    def connection(self, agent: str) -> AgentConnection:
+        """The agent's connection (made, not started, on first use)."""
+        return self.agent_sessions.connection(agent)
+
+    async def ensure_acp_session(self, session: NotebookSession, *, trace: dict[str, str] | None = None) -> None:
+        await self.agent_sessions.ensure_acp_session(session, trace=trace)
+
+    async def warm_up(self, session: NotebookSession, trace: dict[str, str] | None = None) -> None:
+        await self.agent_sessions.warm_up(session, trace)
+
+    async def restart_agent(self, agent: str, why: str) -> None:
+        await self.agent_sessions.restart_agent(agent, why)
+
+    def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
+        return self.agent_sessions.session_for_acp(conn, acp_session_id)
+
+    def session_params(
+        self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None
+    ) -> dict[str, Any]:
+        return self.agent_sessions.session_params(session, conn, trace)
 
     def file_rules(self) -> FileRules:
         """What ``fs/*`` may touch (computed once: Jupyter's and IPython's folders, allow_hidden)."""

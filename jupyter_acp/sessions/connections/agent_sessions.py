@@ -1,10 +1,17 @@
-"""Agent connections and their ACP sessions: start, open, resume, load or re-create, and yield past the cap."""
+"""Agent connections and their ACP sessions: start, open, resume, load or re-create, and yield past the cap.
+
+A service of the hub (``hub.agent_sessions``): it takes what it uses of the hub as :class:`AgentSessionHub`, which
+includes what serving an agent's requests needs (``ClientHub``: each connection's endpoint is built here, on the
+hub), and never imports the hub.  The hub keeps its public names for the routes (``hub.connection``,
+``hub.ensure_acp_session``, ``hub.restart_agent``, ...), each a line that calls this.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ...channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
@@ -13,54 +20,78 @@ from ...channels.mcp_acp import lend as lend_in_band
 from ...protocol import client_tools
 from ...protocol.jsonrpc import RpcError
 from ..gate.elicitations import CAPABILITY as ELICITATION_CAPABILITY
-from ..gate.elicitations import Questions
-from ..gate.gate import Gate
-from ..hub_parts import HubParts
 from ..model import HubError, NotebookSession
-from .acp_client import ClientEndpoint
+from ..store import SessionRecord
+from .acp_client import ClientEndpoint, ClientHub
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...agents.catalog import AgentSpec
+    from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
 
 
-class AgentSessions(HubParts):
-    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
-    part lives in its own module so each job reads alone)."""
+class AgentSessionHub(ClientHub, Protocol):
+    """What the agent sessions use of the hub: beside what an agent's requests are served with (``ClientHub``), its
+    settings and server, the agents' connections and the index from an agent's session id to the notebook's (the hub's
+    state, which the conversations change too), the tool host, the sessions of an agent, the record's save, and
+    cancelling a session's held permission cards when its agent exits."""
 
-    questions: Questions  # the whole service: the agents' requests (acp_client.py) ask and complete there
-    gate: Gate  # the whole gate: the agents' requests (acp_client.py) and MCP (channels) are served by it
+    app: HubSettings
+    serverapp: Any  # jupyter_server's ServerApp (HubSettings.serverapp)
+    connections: dict[str, AgentConnection]
+    _by_acp: dict[tuple[str, str], NotebookSession]
+    mcp_host: Any  # channels.mcp_http.McpToolHost, started here when first needed
+
+    def specs(self) -> dict[str, AgentSpec]: ...
+
+    def _sessions_of(self, agent: str) -> list[NotebookSession]: ...
+
+    def _save(self, rec: SessionRecord) -> None: ...
+
+    def _cancel_pending_permissions(self, session: NotebookSession) -> None: ...
+
+
+class AgentSessions:
+    """The agents' connections and each notebook session's agent session (the hub holds one)."""
+
+    def __init__(self, hub: AgentSessionHub) -> None:
+        self.hub = hub
+        #: each connection's handler of the agent's requests, on the hub (a factory the connection calls per start)
+        self._endpoint: Callable[[AgentConnection], ClientEndpoint] = lambda c: ClientEndpoint(hub, c)
 
     def connection(self, agent: str) -> AgentConnection:
-        conn = self.connections.get(agent)
+        conn = self.hub.connections.get(agent)
         if conn is None:
-            spec = self.specs()[agent]
+            spec = self.hub.specs()[agent]
             conn = AgentConnection(
                 agent,
                 spec.argv,
-                env=self.app.agent_env(spec),
-                cwd=self.serverapp.root_dir,
-                handler_factory=lambda c: ClientEndpoint(self, c),
+                env=self.hub.app.agent_env(spec),
+                cwd=self.hub.serverapp.root_dir,
+                handler_factory=self._endpoint,
                 client_capabilities=self._client_capabilities,
-                max_frame_bytes=self.app.max_frame_bytes,
-                start_timeout=self.app.agent_start_timeout,
-                stderr_bytes=self.app.agent_log_bytes,
+                max_frame_bytes=self.hub.app.max_frame_bytes,
+                start_timeout=self.hub.app.agent_start_timeout,
+                stderr_bytes=self.hub.app.agent_log_bytes,
                 on_bad_frame=self._on_bad_frame,
                 on_exit=self._on_agent_exit,
             )
-            self.connections[agent] = conn
+            self.hub.connections[agent] = conn
         return conn
 
     async def restart_agent(self, agent: str, why: str) -> None:
         """This agent's settings changed: stop its process (only this agent's), take its new environment; its
         sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so."""
-        conn = self.connections.get(agent)
+        conn = self.hub.connections.get(agent)
         if conn is None:
             return  # never started: the next start takes the new environment
-        running = [s for s in self._sessions_of(agent) if s.turn is not None]
-        await conn.reconfigure(self.app.agent_env(self.specs()[agent]))
+        running = [s for s in self.hub._sessions_of(agent) if s.turn is not None]
+        await conn.reconfigure(self.hub.app.agent_env(self.hub.specs()[agent]))
         self._on_agent_exit(conn)
-        for session in self._sessions_of(agent):
+        for session in self.hub._sessions_of(agent):
             cut = " (the turn that was running ended)" if session in running else ""
-            self.emit(
+            self.hub.emit(
                 session,
                 "notice",
                 level="info",
@@ -71,40 +102,40 @@ class AgentSessions(HubParts):
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
         caps: dict[str, Any] = {
             "fs": {"readTextFile": True, "writeTextFile": True},
-            "terminal": self.terminals.available,
+            "terminal": self.hub.terminals.available,
             "elicitation": dict(ELICITATION_CAPABILITY),  # form and url (elicitations.py)
             # the panel renders boolean options as switches and sends ``type: "boolean"`` (the client opt-in: an
             # agent offers them only to a client that says so)
             "session": {"configOptions": {"boolean": {}}},
         }
-        if getattr(self.serverapp, "terminals_enabled", False):
+        if getattr(self.hub.serverapp, "terminals_enabled", False):
             caps["auth"] = {"terminal": True}  # a terminal login method: the panel opens a JupyterLab terminal
         # the panel shows the output of commands an agent runs itself (claude-agent-acp's Bash, codex-acp's shell)
         # from its updates' ``_meta.terminal_info`` / ``terminal_output`` / ``terminal_exit``, as a terminal
         caps["_meta"] = {"terminal_output": True}
-        spec = self.specs()[conn.name]
+        spec = self.hub.specs()[conn.name]
         channel = spec.tool_channel
         if channel in ("auto", "client-tools", "both"):
             discovery = spec.client_tools_discovery
-            tools = [t.to_wire() for t in self.tools.all()] if discovery == client_tools.DISCOVERY_META else None
+            tools = [t.to_wire() for t in self.hub.tools.all()] if discovery == client_tools.DISCOVERY_META else None
             caps["_meta"].update(client_tools.client_capability_meta(discovery, tools))
         return caps
 
     def _on_bad_frame(self, conn: AgentConnection, text: str) -> None:
         log.warning("agent %s: %s", conn.name, text)
-        for session in self._sessions_of(conn.name):
+        for session in self.hub._sessions_of(conn.name):
             if session.turn is not None:
-                self.emit(session, "notice", level="warning", text=f"agent {conn.name!r} {text}")
+                self.hub.emit(session, "notice", level="warning", text=f"agent {conn.name!r} {text}")
 
     def _on_agent_exit(self, conn: AgentConnection) -> None:
-        if self.mcp_host is not None:
-            self.mcp_host.revoke_agent(conn.name)
-        for session in self._sessions_of(conn.name):
+        if self.hub.mcp_host is not None:
+            self.hub.mcp_host.revoke_agent(conn.name)
+        for session in self.hub._sessions_of(conn.name):
             if session.acp_generation == conn.generation:
                 session.acp_generation = None
-            self._cancel_pending_permissions(session)
-            self.questions.cancel_pending(session, f"agent {conn.name!r} exited")
-            self.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
+            self.hub._cancel_pending_permissions(session)
+            self.hub.questions.cancel_pending(session, f"agent {conn.name!r} exited")
+            self.hub.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
 
     async def warm_up(self, session: NotebookSession, trace: dict[str, str] | None = None) -> None:
         """Open the agent session in the background (the agent starts while the user types); a failure is kept on
@@ -127,13 +158,13 @@ class AgentSessions(HubParts):
         session.state = "starting"
         try:
             if not conn.alive:
-                self.emit(
+                self.hub.emit(
                     session, "notice", level="info", text=f"starting agent {session.agent!r}…", phase="agent_starting"
                 )
                 was_dead = conn.state == "dead"
                 await conn.ensure_started()
                 if was_dead:
-                    self.emit(session, "notice", level="info", text=f"agent {session.agent!r} restarted")
+                    self.hub.emit(session, "notice", level="info", text=f"agent {session.agent!r} restarted")
             async with conn.setup_lock:
                 if session.acp_generation == conn.generation and conn.alive:
                     return
@@ -152,8 +183,8 @@ class AgentSessions(HubParts):
     async def _make_room(self, session: NotebookSession, conn: AgentConnection) -> None:
         """Keep an agent under max_sessions_per_agent: the least recently used idle session yields
         its agent session (closed when the agent can), and picks it up again when next used."""
-        live = [s for s in self._sessions_of(conn.name) if s.acp_generation == conn.generation and s is not session]
-        if len(live) < self.app.max_sessions_per_agent:
+        live = [s for s in self.hub._sessions_of(conn.name) if s.acp_generation == conn.generation and s is not session]
+        if len(live) < self.hub.app.max_sessions_per_agent:
             return
         idle = sorted((s for s in live if s.turn is None), key=lambda s: s.last_used)
         if not idle:
@@ -163,7 +194,7 @@ class AgentSessions(HubParts):
             )
         victim = idle[0]
         victim.acp_generation = None
-        await self.terminals.end_session(victim, "this notebook's agent session yielded to another notebook")
+        await self.hub.terminals.end_session(victim, "this notebook's agent session yielded to another notebook")
         if conn.supports_close and victim.acp_session_id:
             try:
                 await conn.request("session/close", {"sessionId": victim.acp_session_id}, timeout=10)
@@ -171,14 +202,14 @@ class AgentSessions(HubParts):
                 log.info("session/close of %s failed: %s", victim.acp_session_id, exc)
         log.info("session %s of %s yielded its agent session to %s", victim.id, victim.notebook, session.notebook)
 
-    def _session_params(
+    def session_params(
         self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None
     ) -> dict[str, Any]:
         """What session/new, load and resume share beside ``mcpServers``: the cwd (the notebook's folder), the
         server root as an additional directory when the notebook sits below it and the agent takes
         ``additionalDirectories`` (ACP: sent again on load and resume), and the request's trace context."""
         params: dict[str, Any] = {"cwd": session.cwd}
-        root = os.path.realpath(self.serverapp.root_dir)
+        root = os.path.realpath(self.hub.serverapp.root_dir)
         if conn.supports_session("additionalDirectories") and os.path.realpath(session.cwd) != root:
             # the project: an agent may read its other files (``fs/*`` stays within the root: tools/files.py)
             params["additionalDirectories"] = [root]
@@ -193,8 +224,10 @@ class AgentSessions(HubParts):
         conn.setting_up = session
         try:
             mcp_servers = await self._mcp_servers(session, conn)
-            mcp_servers += self.app.user_mcp_servers(conn)  # hook: the user's own MCP servers (agents/mcp_servers.py)
-            common = self._session_params(session, conn, trace)
+            mcp_servers += self.hub.app.user_mcp_servers(
+                conn
+            )  # hook: the user's own MCP servers (agents/mcp_servers.py)
+            common = self.session_params(session, conn, trace)
             previous = session.acp_session_id
             how = "new"
             result: Any = None
@@ -223,10 +256,10 @@ class AgentSessions(HubParts):
                 if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
                     raise AgentError(f"agent {conn.name!r} answered session/new without a session id")
                 if session.acp_session_id:
-                    self._by_acp.pop((session.agent, session.acp_session_id), None)
+                    self.hub._by_acp.pop((session.agent, session.acp_session_id), None)
                 session.record.acp_session_id = result["sessionId"]
-                self._by_acp[(session.agent, result["sessionId"])] = session
-                self._save(session.record)
+                self.hub._by_acp[(session.agent, result["sessionId"])] = session
+                self.hub._save(session.record)
             session.acp_generation = conn.generation
             session.adopted = False
             if how == "new":
@@ -238,7 +271,7 @@ class AgentSessions(HubParts):
                     session.config_options = result["configOptions"]
             if previous and how == "new":
                 session.reseed = True
-                self.emit(
+                self.hub.emit(
                     session,
                     "notice",
                     level="warning",
@@ -247,8 +280,8 @@ class AgentSessions(HubParts):
                     phase="session_recreated",
                 )
             elif previous:
-                self.emit(session, "notice", level="info", text=f"agent session {how}", phase=f"session_{how}")
-            self.emit(
+                self.hub.emit(session, "notice", level="info", text=f"agent session {how}", phase=f"session_{how}")
+            self.hub.emit(
                 session,
                 "session_ready",
                 acp_session_id=session.acp_session_id,
@@ -260,16 +293,16 @@ class AgentSessions(HubParts):
             conn.setting_up = None
 
     async def _tool_host(self) -> Any:
-        if self.mcp_host is None:
+        if self.hub.mcp_host is None:
             from ...channels.mcp_http import McpToolHost  # light: no MCP SDK types on the server's path
 
-            self.mcp_host = McpToolHost(self.gate)
-            self.mcp_host.start()
-        return self.mcp_host
+            self.hub.mcp_host = McpToolHost(self.hub.gate)
+            self.hub.mcp_host.start()
+        return self.hub.mcp_host
 
     async def _mcp_servers(self, session: NotebookSession, conn: AgentConnection) -> list[dict[str, Any]]:
         """The ``mcpServers`` of session/new|load|resume: the tool host, when this agent needs it."""
-        spec = self.specs()[conn.name]
+        spec = self.hub.specs()[conn.name]
         session.channels = choose_channels(spec.tool_channel, spec.client_tools_discovery, conn)
         if MCP_ACP in session.channels:  # hook: lent over this very connection, no port (channels/mcp_acp.py)
             return [lend_in_band(conn, session)]
@@ -285,4 +318,4 @@ class AgentSessions(HubParts):
         """The notebook session behind an agent's session id; only sessions of *this* agent."""
         if not isinstance(acp_session_id, str):
             return None
-        return self._by_acp.get((conn.name, acp_session_id))
+        return self.hub._by_acp.get((conn.name, acp_session_id))

@@ -70,7 +70,7 @@ class ConversationHub(Protocol):
 
     async def cancel(self, session: NotebookSession) -> bool: ...
 
-    def _session_params(
+    def session_params(
         self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None
     ) -> dict[str, Any]: ...
 
@@ -465,7 +465,7 @@ class Conversations:
             return None, "the agent forks whole sessions only, and later turns followed this one"
         params = {
             "sessionId": session.acp_session_id,
-            **self.hub._session_params(session, conn, None),
+            **self.hub.session_params(session, conn, None),
             "mcpServers": [],
         }
         try:
