@@ -191,7 +191,7 @@ def store_flushes(n: int) -> list[float]:
     """Seconds per flush of a one-chunk turn's three events (``turn_started``, the chunk, ``turn_ended``) into the
     real transcript store, encoding included: what storing every event before it is sent (decision 6) costs a
     warm turn at least, measured apart from the server."""
-    from jupyter_acp.sessions.model import encode
+    from jupyter_acp.sessions.state import encode
     from jupyter_acp.sessions.store import TranscriptStore
 
     folder = tempfile.mkdtemp(prefix="bench-store-")

@@ -22,19 +22,19 @@ from tornado import web
 from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, default, validate
 
 from ._version import __version__
-from .agents.admin import AUTO_MODES, AdminRules
-from .agents.catalog import default_agents, detected_agents
+from .catalog.admin import AUTO_MODES, AdminRules
+from .catalog.agents import default_agents, detected_agents
 from .http import kernel_routes
 from .http.images import image_bytes
 from .http.user_routes import handlers
 from .start import Background, StartupError, gated
 
 if TYPE_CHECKING:
-    from .agents.credentials import AgentSettingsStore
-    from .agents.mcp_servers import UserMcpServers
-    from .agents.registry import Installer, Registry
-    from .agents.spec import AgentSpec
-    from .agents.user_agents import UserAgents
+    from .catalog.credentials import AgentSettingsStore
+    from .catalog.mcp_servers import UserMcpServers
+    from .catalog.registry import Installer, Registry
+    from .catalog.spec import AgentSpec
+    from .catalog.user_agents import UserAgents
     from .sessions.hub import SessionHub
     from .sessions.store import TranscriptStore
     from .tools import ToolSurface
@@ -122,7 +122,7 @@ class JupyterACP(ExtensionApp):
 
     @default("registry_url")
     def _default_registry_url(self) -> str:
-        from .agents.registry import REGISTRY_URL
+        from .catalog.registry import REGISTRY_URL
 
         return REGISTRY_URL
 
@@ -312,8 +312,8 @@ class JupyterACP(ExtensionApp):
         fault = os.environ.get("JUPYTER_ACP_TEST_STARTUP_FAULT")
         if fault:  # tests: a start that fails
             raise RuntimeError(fault)
-        from .agents.credentials import AgentSettingsStore
-        from .agents.user_agents import UserAgents
+        from .catalog.credentials import AgentSettingsStore
+        from .catalog.user_agents import UserAgents
         from .http import bodies  # noqa: F401 - pydantic and the request models, before the first request
         from .sessions import hub  # noqa: F401 - the hub and everything it uses
         from .sessions.store import TranscriptStore
@@ -329,7 +329,7 @@ class JupyterACP(ExtensionApp):
             self.log.warning("JupyterACP.default_agent %r is not configured", self.default_agent)
         store = TranscriptStore(self.store_path)
         store.open()
-        from .agents.mcp_servers import UserMcpServers
+        from .catalog.mcp_servers import UserMcpServers
 
         return {
             "agent_specs": specs,
@@ -467,8 +467,8 @@ class JupyterACP(ExtensionApp):
 
     def _load_agent_specs(self, user_agents: UserAgents) -> dict[str, AgentSpec]:
         """The defaults, the configuration's agents (an admin's presets) and the user's own (enabled from the
-        panel, or switched off), merged: ``agents/user_agents.py``."""
-        from .agents.user_agents import merge
+        panel, or switched off), merged: ``catalog/user_agents.py``."""
+        from .catalog.user_agents import merge
 
         specs, self.agent_origins = merge(
             default_agents(), self.agents or {}, user_agents.load(), self.allowed_user_agents, self.log
@@ -511,7 +511,7 @@ class JupyterACP(ExtensionApp):
     def usable_settings(self, stored: dict[str, str]) -> dict[str, str]:
         """The values set from the panel that the admin's controls still let count: none of the model and API base
         once ``builtin_model_form`` is off, no key once ``user_provider_keys`` is off (kept in the file, unused)."""
-        from .agents.credentials import BUILTIN_VARS
+        from .catalog.credentials import BUILTIN_VARS
 
         rules = self.admin_rules
         return {
@@ -521,7 +521,7 @@ class JupyterACP(ExtensionApp):
     def agent_registry(self) -> tuple[Registry, Installer]:
         """The ACP registry's list and the installer of its agents (under ``<private folder>/registry``)."""
         if self._registry is None:
-            from .agents.registry import Installer, Registry
+            from .catalog.registry import Installer, Registry
 
             folder = os.path.dirname(self.store_path if os.path.isabs(self.store_path) else self._default_store_path())
             self._registry = (
@@ -531,7 +531,7 @@ class JupyterACP(ExtensionApp):
         return self._registry
 
     def user_mcp_servers(self, conn: Any) -> list[dict[str, Any]]:
-        """The user's own MCP servers this agent can take (``agents/mcp_servers.py``), stdio ones with the basics of
+        """The user's own MCP servers this agent can take (``catalog/mcp_servers.py``), stdio ones with the basics of
         its curated environment: what session set-up adds beside the notebook's own server."""
         spec = self.agent_specs.get(conn.name)
         servers = cast("UserMcpServers", self._built("user_mcp_servers"))

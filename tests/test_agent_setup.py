@@ -78,7 +78,7 @@ def litellm_catalog_read():
     """litellm's catalog read once for the module (a subprocess importing litellm: 10 s of CPU, past the 20 s of a
     test request on a busy machine), so each request below is timed on its own work; the server keeps the catalog
     for its life, and the panel's model form starts reading it before a Save needs it (``litellm_catalog.warm``)."""
-    from jupyter_acp.agents import litellm_catalog
+    from jupyter_acp.catalog import litellm_catalog
 
     asyncio.run(litellm_catalog.catalog())
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from jupyter_acp.sessions.log.events import JOIN_LIMIT, EventLog
-from jupyter_acp.sessions.model import NO_RUN_END, NotebookSession
+from jupyter_acp.sessions.state import NO_RUN_END, NotebookSession
 
 from .conftest import message_text, scripted
 

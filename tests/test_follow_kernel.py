@@ -243,7 +243,7 @@ def meta_only_agent(tmp_path):
 async def test_discovery_mode_must_be_one_the_agent_acknowledged(
     api, jp_root_dir, jp_serverapp, meta_only_agent, tmp_path
 ):
-    from jupyter_acp.agents.catalog import AgentSpec
+    from jupyter_acp.catalog.agents import AgentSpec
 
     app = jp_serverapp.web_app.settings["jupyter_acp"]
     app.agent_specs["meta_only"] = AgentSpec(

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_acp.agents.registry import SHIPPED, platform_key
+from jupyter_acp.catalog.registry import SHIPPED, platform_key
 
 from .conftest import message_text
 from .users import USER_HEADER, HeaderUsers, ReaderOnlyReads

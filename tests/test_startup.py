@@ -54,7 +54,7 @@ def test_loading_the_extension_imports_nothing_heavy():
         "from jupyter_acp.http import user_routes, kernel_routes\n"
         "user_routes.handlers(); kernel_routes.handlers()\n"
         "heavy = ('pydantic', 'pycrdt', 'anyio', 'jupyter_acp.sessions.hub', 'jupyter_acp.sessions.store',\n"
-        "         'jupyter_acp.tools', 'jupyter_acp.notebook', 'jupyter_acp.channels', 'jupyter_acp.agents.spec')\n"
+        "         'jupyter_acp.tools', 'jupyter_acp.notebook', 'jupyter_acp.channels', 'jupyter_acp.catalog.spec')\n"
         "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in ('pydantic', 'pycrdt', 'anyio')\n"
         "             or any(m == h or m.startswith(h + '.') for h in heavy)))\n"
     )

@@ -235,7 +235,7 @@ async def test_prompt_limits(api, make_notebook):
 async def test_no_orphan_after_server_stop(api, make_notebook, jp_serverapp, tmp_path):
     pid_file = tmp_path / "pids"
     app = jp_serverapp.web_app.settings["jupyter_acp"]
-    from jupyter_acp.agents.catalog import AgentSpec
+    from jupyter_acp.catalog.agents import AgentSpec
 
     app.agent_specs["stubborn"] = AgentSpec.model_validate(
         scripted("ignore_eof", "--pid-file", str(pid_file), "--child")

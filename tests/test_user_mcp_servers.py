@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_acp.agents.mcp_servers import UserMcpServers, check_entries
+from jupyter_acp.catalog.mcp_servers import UserMcpServers, check_entries
 from jupyter_acp.testing.fake_model import FakeModel
 
 from .conftest import hostile, message_text

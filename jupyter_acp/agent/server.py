@@ -233,7 +233,7 @@ class BuiltinAgent(SessionSetup):
         elif not sess.model:
             task = asyncio.ensure_future(self._no_model(sess, turn, text))
         else:
-            from .model import run_turn
+            from .llm_turn import run_turn
 
             task = asyncio.ensure_future(run_turn(self, sess, turn, text, images))
         sess.turn_task = task

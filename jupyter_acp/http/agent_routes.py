@@ -9,7 +9,7 @@
 ``POST /jupyter-acp/agents/NAME/login-terminal`` {methodId}: the agent's ``terminal`` login started in a Jupyter
                                                 terminal (its argument list, its environment); answers its name
 ``POST /jupyter-acp/agents/enable``             {name}: a DETECTED agent's catalog name, never a command; kept with
-                                                the user's own agents (``agents/user_agents.py``: apart from an admin's
+                                                the user's own agents (``catalog/user_agents.py``: apart from an admin's
                                                 presets, so both survive a restart) and usable at once
 
 Reading needs ``read`` on ``jupyter_acp``; every change ``write`` and ``execute`` (issue 23): each changes where an
@@ -18,7 +18,7 @@ server runs (an agent's command, its login command), so a collaborator with ``wr
 answer, cannot send the owner's key and prompts to a host of theirs (``BaseHandler.require_execute``).  Refusals
 name the rule and how to change it.
 
-What the server's admin fixed (``agents/admin.py``: the agents users may enable or log in to, the built-in agent's
+What the server's admin fixed (``catalog/admin.py``: the agents users may enable or log in to, the built-in agent's
 model form, provider keys kept on the server) is refused with the setting that fixed it, and answered as
 ``fixed_by_admin`` (field -> reason) so that the panel greys the control and says why. No answer names the files
 that hold the settings (they hold keys): they are "stored on the server".
@@ -35,14 +35,14 @@ from tornado import web
 
 from ..acp.connection import AgentError, auth_env_vars, auth_kind
 from ..acp.process import BASE_ENV, NEVER_PASS
-from ..agents import litellm_catalog
-from ..agents.catalog import KNOWN_AGENTS, detected_agents
-from ..agents.credentials import SettingsError
-from ..agents.user_agents import UserAgentsError
+from ..catalog import litellm_catalog
+from ..catalog.agents import KNOWN_AGENTS, detected_agents
+from ..catalog.credentials import SettingsError
+from ..catalog.user_agents import UserAgentsError
 from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, parse_body
 
 if TYPE_CHECKING:  # pydantic stays off the server's start
-    from ..agents.catalog import AgentSpec
+    from ..catalog.agents import AgentSpec
 
 #: an agent's name in a route
 NAME = r"(?P<name>[A-Za-z0-9_.-]{1,64})"
@@ -383,12 +383,12 @@ class EnableHandler(BaseHandler):
 
 def enable_entry(app: Any, name: str, entry: dict[str, Any]) -> None:
     """Make ``entry`` the agent ``name``, now and at the next starts, kept with the user's own agents
-    (``agents/user_agents.py``: apart from an admin's presets, so both stay after a restart).
+    (``catalog/user_agents.py``: apart from an admin's presets, so both stay after a restart).
 
     The one step "enable this entry": the panel's "Enable …" and a registry install both take it, so where enabled
     agents are kept, and the admin's allow-list, are this function's business, not its callers'. Raises
     ``HTTPError`` (403 naming the admin's setting, 500 when the file cannot be written)."""
-    from ..agents.catalog import AgentSpec  # pydantic: imported by the background build, off the start
+    from ..catalog.agents import AgentSpec  # pydantic: imported by the background build, off the start
 
     why = app.admin_rules.agent(name, "enabling")
     if why:

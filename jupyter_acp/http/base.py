@@ -18,7 +18,7 @@ from tornado import web
 
 from ..acp.v1 import trace_meta
 from ..protocol.kernel_link import AUTH_RESOURCE
-from ..sessions.model import HubError
+from ..sessions.state import HubError
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
     from ..sessions.hub import NotebookSession, SessionHub

@@ -27,7 +27,7 @@ from tornado import web
 
 from ..protocol.kernel_link import ENV_TOKEN, HEADER, KERNEL_HEADER, MAX_WAIT
 from ..sessions.context import cells_above_block
-from ..sessions.model import HubError
+from ..sessions.state import HubError
 from .base import REQUEST_ID, SESSION_ID, KernelPromptBody, http_error, parse_body
 from .kernel_link import kernel_token
 from .kernel_link import start as start  # the app starts and stops the link here

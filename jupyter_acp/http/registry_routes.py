@@ -1,4 +1,4 @@
-"""Agents from the ACP Agent Registry: the list the agent picker shows, and installing one (``agents/registry.py``).
+"""Agents from the ACP Agent Registry: the list the agent picker shows, and installing one (``catalog/registry.py``).
 
 ``GET  /jupyter-acp/registry``           ``[{id, name, version, description, distribution, installed, enabled, ...}]``:
                                          ``distribution`` is how this server would install it (npx, uvx, binary),
@@ -24,7 +24,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..agents.registry import Install, Plan, RegistryError, plan
+from ..catalog.registry import Install, Plan, RegistryError, plan
 from .agent_routes import STORED, enable_entry
 from .base import BaseHandler, RegistryInstallBody, parse_body
 

@@ -20,7 +20,7 @@ from tornado import web, websocket
 from ..acp.v1 import trace_meta
 from ..protocol import codec
 from ..protocol.kernel_link import AUTH_RESOURCE
-from ..sessions.model import HubError, encode
+from ..sessions.state import HubError, encode
 from ..sessions.store_cap import cap_event
 from .base import (
     REQUEST_ID_CHARS,

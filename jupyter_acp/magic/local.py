@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ..acp.process import curated_env
-from ..agents.catalog import default_agents
-from ..agents.spec import AgentSpec
+from ..catalog.agents import default_agents
+from ..catalog.spec import AgentSpec
 from ..protocol import client_tools
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, RpcError
 from .errors import AcpError

@@ -12,7 +12,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
-from .model import NotebookSession
+from .state import NotebookSession
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_core.utils import ensure_async
 
 from ..acp.connection import AgentConnection
-from ..agents.catalog import AgentSpec
+from ..catalog.agents import AgentSpec
 from ..protocol.paths import PathError, notebook_api_path
 from ..tools import ToolSurface
 from ..tools.files import FileRules
@@ -31,8 +31,8 @@ from .gate.gate import Gate
 from .gate.permissions import Permissions
 from .log.conversations import Conversations
 from .log.events import EventLog
-from .model import NO_RUN_END, HubError, NotebookSession, PendingPermission, Subscriber, Turn, TurnTimeout, encode
 from .review import ReviewService, ReviewStore
+from .state import NO_RUN_END, HubError, NotebookSession, PendingPermission, Subscriber, Turn, TurnTimeout, encode
 from .store import SessionRecord, StoreError, TranscriptStore
 from .store.lives import Lives
 from .terminals.terminals import TerminalService

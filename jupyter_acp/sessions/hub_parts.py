@@ -23,13 +23,13 @@ if TYPE_CHECKING:  # pragma: no cover
     import contextlib
 
     from ..acp.connection import AgentConnection
-    from ..agents.catalog import AgentSpec
+    from ..catalog.agents import AgentSpec
     from ..tools import ToolContext, ToolSurface
     from ..tools.files import FileRules
     from ..tools.host import Action, Approver
-    from .model import NotebookSession
     from .review import ReviewService
     from .settings import HubSettings
+    from .state import NotebookSession
     from .store import SessionRecord, TranscriptStore
     from .store.lives import Lives
     from .terminals.terminals import TerminalService

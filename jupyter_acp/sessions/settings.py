@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..agents.admin import AdminRules
-from ..agents.catalog import AgentSpec
+from ..catalog.admin import AdminRules
+from ..catalog.agents import AgentSpec
 
 
 class HubSettings(Protocol):

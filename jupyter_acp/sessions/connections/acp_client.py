@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...acp.connection import AgentConnection
     from ...tools import ToolContext, ToolSurface
     from ...tools.files import FileRules
-    from ..model import NotebookSession
+    from ..state import NotebookSession
     from ..terminals.terminal_output import AgentTerminal
 
 log = logging.getLogger(__name__)

@@ -20,12 +20,12 @@ from ...channels.mcp_acp import lend as lend_in_band
 from ...protocol import client_tools
 from ...protocol.jsonrpc import RpcError
 from ..gate.elicitations import CAPABILITY as ELICITATION_CAPABILITY
-from ..model import HubError, NotebookSession
+from ..state import HubError, NotebookSession
 from ..store import SessionRecord
 from .acp_client import ClientEndpoint, ClientHub
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...agents.catalog import AgentSpec
+    from ...catalog.agents import AgentSpec
     from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class AgentSessions:
             mcp_servers = await self._mcp_servers(session, conn)
             mcp_servers += self.hub.app.user_mcp_servers(
                 conn
-            )  # hook: the user's own MCP servers (agents/mcp_servers.py)
+            )  # hook: the user's own MCP servers (catalog/mcp_servers.py)
             common = self.session_params(session, conn, trace)
             previous = session.acp_session_id
             how = "new"

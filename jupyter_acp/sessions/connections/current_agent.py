@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.paths import PathError, notebook_api_path
-from ..model import HubError
+from ..state import HubError
 from ..store import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...agents.catalog import AgentSpec
-    from ..model import NotebookSession
+    from ...catalog.agents import AgentSpec
     from ..settings import HubSettings
+    from ..state import NotebookSession
     from ..store import TranscriptStore
 
 log = logging.getLogger(__name__)

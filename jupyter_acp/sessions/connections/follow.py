@@ -31,7 +31,7 @@ from ...channels import CLIENT_TOOLS
 if TYPE_CHECKING:  # pragma: no cover
     from ...acp.connection import AgentConnection
     from ...tools import ToolContext, ToolSurface
-    from ..model import NotebookSession
+    from ..state import NotebookSession
 
 log = logging.getLogger(__name__)
 

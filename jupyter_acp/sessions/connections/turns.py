@@ -14,8 +14,8 @@ from ...notebook.provenance import PROMPT_CHARS
 from ...protocol.jsonrpc import RpcError
 from ...protocol.transcript import exchanges
 from ..hub_parts import HubParts
-from ..model import HubError, NotebookSession, Turn, TurnTimeout
 from ..review.service import prompt_of
+from ..state import HubError, NotebookSession, Turn, TurnTimeout
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from jsonschema.exceptions import SchemaError
 
 from ...protocol.jsonrpc import INVALID_PARAMS, RpcError, withdrawn_by_peer
 from ...tools.host import Action
-from ..model import HubError, NotebookSession
+from ..state import HubError, NotebookSession
 
 if TYPE_CHECKING:  # pragma: no cover
     import contextlib

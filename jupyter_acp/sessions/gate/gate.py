@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import contextlib
 
     from ...tools import ToolContext, ToolSurface
-    from ..model import NotebookSession
+    from ..state import NotebookSession
 
 
 class GateHub(Protocol):

@@ -32,7 +32,7 @@ from .approvals import PERMISSION, OwnCardGrant, OwnToolCall
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...tools.surface import ToolContext, ToolSurface
-    from ..model import NotebookSession
+    from ..state import NotebookSession
 
 log = logging.getLogger(__name__)
 

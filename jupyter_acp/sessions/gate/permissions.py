@@ -12,7 +12,7 @@ from typing import Any
 from ...protocol.jsonrpc import withdrawn_by_peer
 from ...tools import ToolContext
 from ..hub_parts import HubParts
-from ..model import HubError, NotebookSession, PendingPermission
+from ..state import HubError, NotebookSession, PendingPermission
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...acp.connection import AgentError
 from ...protocol.jsonrpc import RpcError
-from ..model import HubError, NotebookSession
+from ..state import HubError, NotebookSession
 from ..store import ConversationRecord, SessionRecord, StoreError, TranscriptStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...acp.connection import AgentConnection
-    from ...agents.catalog import AgentSpec
+    from ...catalog.agents import AgentSpec
     from ..settings import HubSettings
 
 log = logging.getLogger(__name__)

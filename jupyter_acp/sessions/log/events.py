@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..hub_parts import HubParts
-from ..model import NO_RUN_END, NotebookSession, Subscriber, encode
+from ..state import NO_RUN_END, NotebookSession, Subscriber, encode
 from ..store import StoreError
 
 log = logging.getLogger(__name__)

@@ -38,12 +38,12 @@ from ...notebook.provenance import Action as ProvenanceAction
 from ...notebook.provenance import AgentChange, agent_change
 from ...notebook.rewind import cell_key, put_cells
 from ...notebook.stamping import Stamp
-from ..model import HubError
+from ..state import HubError
 from .store import CheckpointRow, ReviewStore, ReviewStoreError, TurnRow
 from .user_edits import UserEditNotes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..model import NotebookSession
+    from ..state import NotebookSession
 
 log = logging.getLogger(__name__)
 

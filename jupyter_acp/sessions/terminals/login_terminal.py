@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .terminal_plan import environment_changes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...agents.catalog import AgentSpec
+    from ...catalog.agents import AgentSpec
     from ..settings import HubSettings
     from .terminals import TerminalService
 

@@ -17,10 +17,10 @@ from ...tools.files import FileRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...acp.v1 import CreateTerminalRequest
-    from ...agents.catalog import AgentSpec
+    from ...catalog.agents import AgentSpec
     from ...tools.files import FileRules
-    from ..model import NotebookSession
     from ..settings import HubSettings
+    from ..state import NotebookSession
 
 #: ``outputByteLimit`` when the agent names none, and the most any agent gets (``JupyterACP.terminal_output_bytes``)
 DEFAULT_OUTPUT_BYTES = 1024 * 1024

@@ -38,7 +38,7 @@ from .terminal_plan import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...acp.v1 import CreateTerminalRequest
-    from ..model import NotebookSession
+    from ..state import NotebookSession
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 litellm takes seconds and a few hundred MB to import, and some providers' checks reach the network; the server
 never imports it (its import would cost every server start that much, and
-its network checks would run in the server).  ``python -m jupyter_acp.agents.litellm_catalog`` prints one JSON object:
+its network checks would run in the server).  ``python -m jupyter_acp.catalog.litellm_catalog`` prints one JSON object:
 ``{"provider_keys": {provider: [VAR, ...]}, "models": {provider: [model, ...]}}``; the server runs it once, off the
 event loop, with an environment holding no provider variable (so every provider's key shows as missing), and
 keeps the answer.

@@ -41,7 +41,7 @@ class BuiltinAgent(Protocol):
     def _save_meta(self, sess: Session) -> None: ...
 
 
-log = logging.getLogger("jupyter_acp.agent.model")
+log = logging.getLogger("jupyter_acp.agent.llm_turn")
 
 MAX_TOOL_TEXT_FOR_MODEL = 64 * 1024
 SYSTEM_PROMPT = (
