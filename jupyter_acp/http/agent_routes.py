@@ -39,7 +39,7 @@ from ..agents import litellm_catalog
 from ..agents.catalog import KNOWN_AGENTS, detected_agents
 from ..agents.credentials import SettingsError
 from ..agents.user_agents import UserAgentsError
-from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, parse_body
+from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, acting, parse_body
 
 if TYPE_CHECKING:  # pydantic stays off the server's start
     from ..agents.catalog import AgentSpec
@@ -217,7 +217,9 @@ class SettingsHandler(AgentHandler):
             raise web.HTTPError(400, str(exc)) from None
         notice = ""
         if changed:
-            await self.hub.restart_agent(name, f"{', '.join(sorted(changed))} changed from the panel")
+            await self.hub.restart_agent(
+                name, f"{', '.join(sorted(changed))} changed from the panel", actor=acting(self)
+            )
             notice = f"agent {name!r} restarted with its new settings; its conversations re-open with the next prompt"
         if shadowed:
             notice += (" " if notice else "") + (
