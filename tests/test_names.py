@@ -82,7 +82,9 @@ async def test_two_people_prompt_and_answer_each_others_cards_and_the_events_nam
         s["id"], lambda evs: any(e["type"] == "permission_request" and e["turn_id"] == second for e in evs)
     )
     card2 = next(e for e in events if e["type"] == "permission_request" and e["turn_id"] == second)
-    await as_user("alice", "POST", "sessions", s["id"], "permissions", card2["request_id"], body={"option_id": "reject"})
+    await as_user(
+        "alice", "POST", "sessions", s["id"], "permissions", card2["request_id"], body={"option_id": "reject"}
+    )
     events = await api.wait_turn_end(s["id"], second)
     bob.close()
 
@@ -99,7 +101,9 @@ async def test_two_people_prompt_and_answer_each_others_cards_and_the_events_nam
 async def test_an_agent_switch_a_revoke_and_a_policy_change_name_who_made_them(as_user, api, make_notebook):
     nb = make_notebook("switch.ipynb")
     s = await as_user("alice", "POST", "sessions", body={"notebook": nb, "agent": "echo"})
-    await as_user("bob", "PUT", "notebooks", "current-agent", params={"path": nb}, body={"agent": "perm", "by": "panel"})
+    await as_user(
+        "bob", "PUT", "notebooks", "current-agent", params={"path": nb}, body={"agent": "perm", "by": "panel"}
+    )
     await as_user("alice", "DELETE", "sessions", s["id"], "always-allow")
     await as_user("bob", "POST", "sessions", s["id"], "policy", body={"policy": None})
     events = await api.events(s["id"])

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import Lab, Ui, _agent, run_lab  # the browser tests' conftest (same folder)
 
 from tests.users import USER_COOKIE
