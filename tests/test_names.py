@@ -17,7 +17,7 @@ import pytest
 
 from jupyter_acp.protocol.wire import validate_event
 
-from .conftest import scripted
+from .conftest import hostile, scripted
 from .users import USER_HEADER, NamedUsers
 
 ALICE = {"kind": "user", "username": "alice", "display_name": "Alice Liddell", "color": "var(--jp-collaborator-color1)"}
@@ -30,8 +30,8 @@ def server_app_config():
 
 
 @pytest.fixture
-def acp_agents():
-    return {"perm": scripted("permission")}
+def acp_agents(tmp_path):
+    return {"perm": scripted("permission"), "hostile": hostile(tmp_path)}
 
 
 @pytest.fixture
@@ -126,3 +126,18 @@ async def test_an_actor_never_carries_more_than_the_identity_shows_every_collabo
     events = await api.wait_turn_end(s["id"], turn)
     actor = next(e for e in events if e["type"] == "turn_started")["actor"]
     assert actor == {"kind": "user", "username": "carol", "display_name": "carol", "color": None}
+
+
+async def test_an_agents_question_answered_by_the_other_person_names_them(as_user, api, make_notebook):
+    nb = make_notebook("question.ipynb")
+    s = await as_user("alice", "POST", "sessions", body={"notebook": nb, "agent": "hostile"})
+    ask = [{"do": "elicit", "params": {"mode": "form", "message": "How many rows?", "requestedSchema": {
+        "type": "object", "properties": {"rows": {"type": "integer"}}, "required": ["rows"]}}}]  # fmt: skip
+    turn = (await as_user("alice", "POST", "sessions", s["id"], "prompt", body={"text": json.dumps(ask)}))["turn_id"]
+    events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "elicitation_request" for e in evs))
+    eid = next(e for e in events if e["type"] == "elicitation_request")["elicitation_id"]
+    await as_user("bob", "POST", "sessions", s["id"], "elicitations", eid, body={"action": "decline"})
+    events = await api.wait_turn_end(s["id"], turn)
+    resolved = next(e for e in events if e["type"] == "elicitation_resolved")
+    assert resolved["action"] == "decline" and resolved["by"] == "bob" and resolved["actor"] == BOB
+    validate_event(resolved)
