@@ -52,3 +52,26 @@ class ReaderOnlyReads(Authorizer):
         if user.username == "writer" and resource == "jupyter_acp":
             return action in ("read", "write")
         return True
+
+
+#: the people of the shared-session tests: username -> (display name, colour); anyone else gets no colour
+PEOPLE: dict[str, tuple[str, str | None]] = {
+    "alice": ("Alice Liddell", "var(--jp-collaborator-color1)"),
+    "bob": ("Bob Dylan", "var(--jp-collaborator-color3)"),
+}
+#: the cookie a browser context sets to be one of them (a header cannot reach every WebSocket a page opens)
+USER_COOKIE = "acp-test-user"
+
+
+class NamedUsers(IdentityProvider):
+    """Two people sharing one server (a JupyterHub share, jupyter-collaboration): the usual token check, then the
+    person a test names (``X-Test-User`` header, else the ``acp-test-user`` cookie, else ``alice``), with the display
+    name and colour an identity provider gives (:data:`PEOPLE`)."""
+
+    async def get_user(self, handler):  # type: ignore[override]
+        user = await self._get_user(handler)
+        if user is None:
+            return None
+        name = handler.request.headers.get(USER_HEADER) or handler.get_cookie(USER_COOKIE) or "alice"
+        display, color = PEOPLE.get(name, (name, None))
+        return User(username=name, name=display, display_name=display, initials=display[:1], color=color)

@@ -39,7 +39,7 @@ from ..catalog import litellm_catalog
 from ..catalog.agents import KNOWN_AGENTS, detected_agents
 from ..catalog.credentials import SettingsError
 from ..catalog.user_agents import UserAgentsError
-from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, parse_body
+from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, acting, parse_body
 
 if TYPE_CHECKING:  # pydantic stays off the server's start
     from ..catalog.agents import AgentSpec
@@ -217,7 +217,9 @@ class SettingsHandler(AgentHandler):
             raise web.HTTPError(400, str(exc)) from None
         notice = ""
         if changed:
-            await self.hub.restart_agent(name, f"{', '.join(sorted(changed))} changed from the panel")
+            await self.hub.restart_agent(
+                name, f"{', '.join(sorted(changed))} changed from the panel", actor=acting(self)
+            )
             notice = f"agent {name!r} restarted with its new settings; its conversations re-open with the next prompt"
         if shadowed:
             notice += (" " if notice else "") + (

@@ -17,6 +17,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from ..acp.v1 import trace_meta
+from ..protocol.actor import Actor, person
 from ..protocol.kernel_link import AUTH_RESOURCE
 from ..sessions.state import HubError
 
@@ -124,6 +125,12 @@ async def allowed(handler: Any, action: str) -> bool:
 def username(handler: Any) -> str:
     user = handler.current_user
     return str(getattr(user, "username", None) or getattr(user, "name", None) or "?")
+
+
+def acting(handler: Any) -> Actor:
+    """The person behind the request as the ``actor`` its events carry (username, display name, colour): under
+    JupyterHub the hub's user, on one server its identity provider's; what every collaborator's panel may show."""
+    return person(handler.current_user)
 
 
 # -- the user routes' handler ----------------------------------------------------------------------------------------

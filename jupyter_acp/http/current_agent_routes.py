@@ -7,7 +7,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import BaseHandler, CurrentAgentBody, hub_errors
+from .base import BaseHandler, CurrentAgentBody, acting, hub_errors
 
 
 class CurrentAgentHandler(BaseHandler):
@@ -31,7 +31,7 @@ class CurrentAgentHandler(BaseHandler):
         """Change it: the agent's session opens, every panel on the notebook switches, ``%%acp`` follows."""
         notebook = self.notebook()
         body: CurrentAgentBody = self.parse(CurrentAgentBody)
-        self.send(await self.hub.current_agents.choose(notebook, body.agent, by=body.by))
+        self.send(await self.hub.current_agents.choose(notebook, body.agent, by=body.by, actor=acting(self)))
 
 
 def handlers() -> list[tuple[str, type]]:

@@ -14,7 +14,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import SESSION_ID, BaseHandler, hub_errors
+from .base import SESSION_ID, BaseHandler, acting, hub_errors
 
 #: an elicitation id (128-bit hex; any short id is matched so the hub answers 404, not the router)
 ELICITATION_ID = r"(?P<eid>[0-9a-zA-Z_-]{1,64})"
@@ -46,7 +46,7 @@ class ElicitationHandler(BaseHandler):
         action, content = parse_answer(self.request.body)
         user = self.current_user
         name = getattr(user, "username", None) or getattr(user, "name", None)
-        self.hub.questions.answer(self.session(session_id), eid, action, content, by=name)
+        self.hub.questions.answer(self.session(session_id), eid, action, content, by=name, actor=acting(self))
         self.send({"elicitation_id": eid, "action": action})
 
 

@@ -25,6 +25,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from ..protocol.actor import MAGIC
 from ..protocol.kernel_link import ENV_TOKEN, HEADER, KERNEL_HEADER, MAX_WAIT
 from ..sessions.context import cells_above_block
 from ..sessions.state import HubError
@@ -251,7 +252,7 @@ class CurrentAgentHandler(KernelHandler):
         data = self.body()
         notebook = await self.notebook_of(data.get("kernel_id") or kernel_id)
         try:
-            self.send(await self.hub.current_agents.choose(notebook, data.get("agent"), by="magic"))
+            self.send(await self.hub.current_agents.choose(notebook, data.get("agent"), by="magic", actor=MAGIC))
         except HubError as exc:
             raise http_error(exc) from None
 
@@ -290,7 +291,7 @@ class PromptHandler(KernelHandler):
         self.extensionapp.check_prompt(blocks)
         after = session.seq
         try:
-            turn_id = await self.hub.prompt(session, blocks)
+            turn_id = await self.hub.prompt(session, blocks, actor=MAGIC)
         except HubError as exc:
             raise http_error(exc) from None
         self.hub.store_now()  # the 202 says the turn started: its turn_started is stored first
@@ -399,7 +400,7 @@ class PermissionHandler(KernelHandler):
             raise web.HTTPError(400, "option_id is required")
         session = await self.own_session(session_id)
         try:
-            self.hub.answer_permission(session, request_id, option_id)
+            self.hub.answer_permission(session, request_id, option_id, MAGIC)
         except HubError as exc:
             raise http_error(exc) from None
         self.send({"request_id": request_id, "option_id": option_id})

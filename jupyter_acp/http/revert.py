@@ -8,7 +8,7 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from .base import BaseHandler
+from .base import BaseHandler, acting
 
 
 def _changes(n: int) -> str:
@@ -79,5 +79,6 @@ class RevertHandler(BaseHandler):
             edits=result["edits"],
             **({"cell_id": cell_id} if cell_id is not None else {}),
             text=f"reverted the agent's edits of {what} ({_changes(result['edits'])}).",
+            actor=acting(self),
         )
         self.send(result)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
-from .base import SESSION_ID, BaseHandler, allowed, hub_errors, username
+from .base import SESSION_ID, BaseHandler, acting, allowed, hub_errors, username
 
 if TYPE_CHECKING:  # the hub (and pydantic, the store, the tools) stays off the server's start
     from ..sessions.review import ReviewService
@@ -85,7 +85,7 @@ class TurnReviewHandler(ReviewBase):
         cell_id = body.get("cell_id")
         if cell_id is not None and (not isinstance(cell_id, str) or not cell_id):
             raise web.HTTPError(400, "cell_id is a cell's id (a non-empty string), or left out for the whole turn")
-        self.send(await self.review.review(session, turn_id, decision, cell_id, username(self)))
+        self.send(await self.review.review(session, turn_id, decision, cell_id, username(self), acting(self)))
 
 
 class TurnRewindHandler(ReviewBase):
@@ -99,7 +99,7 @@ class TurnRewindHandler(ReviewBase):
         session = self.session(session_id)
         if self.review.touches_kernel(session, turn_id=turn_id):
             await self.require("execute", "rewinding a turn that ran code in the kernel", EXECUTE_RULE)
-        self.send(await self.review.rewind(session, turn_id, username(self)))
+        self.send(await self.review.rewind(session, turn_id, username(self), acting(self)))
 
 
 class CheckpointRestoreHandler(ReviewBase):
@@ -111,7 +111,7 @@ class CheckpointRestoreHandler(ReviewBase):
         session = self.session(session_id)
         if self.review.touches_kernel(session, checkpoint_id=checkpoint_id):
             await self.require("execute", "restoring a checkpoint of the kernel's namespace", EXECUTE_RULE)
-        self.send(await self.review.restore_checkpoint(session, checkpoint_id, username(self)))
+        self.send(await self.review.restore_checkpoint(session, checkpoint_id, username(self), acting(self)))
 
 
 class StripMarksHandler(ReviewBase):
@@ -121,7 +121,7 @@ class StripMarksHandler(ReviewBase):
         """ "Remove agent marks from this notebook": every ``metadata.jupyter_acp`` entry goes; ``{notebook, cells}``."""
         await self.require("write", "removing the agent marks of a notebook", WRITE_RULE)
         session = self.session(session_id)
-        self.send(await self.review.strip_marks(session, username(self)))
+        self.send(await self.review.strip_marks(session, username(self), acting(self)))
 
 
 class SessionPolicyHandler(ReviewBase):
@@ -141,7 +141,13 @@ class SessionPolicyHandler(ReviewBase):
             if why:
                 raise web.HTTPError(403, why)
         self.review.set_session_policy(session, policy)
-        self.hub.emit(session, "policy_changed", always_allowed=sorted(session.always_allowed), policy=policy)
+        self.hub.emit(
+            session,
+            "policy_changed",
+            always_allowed=sorted(session.always_allowed),
+            policy=policy,
+            actor=acting(self),
+        )
         self.hub.emit(
             session,
             "audit",
@@ -154,6 +160,7 @@ class SessionPolicyHandler(ReviewBase):
             turn_id=None,
             call_ids=[],
             user=username(self),
+            actor=acting(self),
         )
         self.send(await self.described(session))
 

@@ -26,6 +26,7 @@ from .base import (
     REQUEST_ID_CHARS,
     PermissionBody,
     PromptBody,
+    acting,
     allowed,
     current_only,
     http_error,
@@ -217,7 +218,7 @@ class StreamHandler(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, webs
         except ValueError as exc:
             raise web.HTTPError(400, str(exc)) from None
         self.extensionapp.check_prompt(blocks)
-        turn_id = await self.hub.prompt(session, blocks, user=username(self), trace=trace)
+        turn_id = await self.hub.prompt(session, blocks, user=username(self), trace=trace, actor=acting(self))
         self.hub.store_now()  # an accepted prompt is a stored turn_started
         return {"turn_id": turn_id}
 
@@ -231,7 +232,7 @@ class StreamHandler(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, webs
         if not isinstance(request_id, str) or not re.fullmatch(REQUEST_ID_CHARS, request_id):
             raise web.HTTPError(400, "request_id: the permission request's id (letters, digits, _ and -, up to 64)")
         body: PermissionBody = _validated(PermissionBody, frame)
-        self.hub.answer_permission(session, request_id, body.option_id)
+        self.hub.answer_permission(session, request_id, body.option_id, acting(self))
         return {"request_id": request_id, "option_id": body.option_id}
 
     _ops: dict[str, Any] = {"prompt": _op_prompt, "cancel": _op_cancel, "permission": _op_permission}

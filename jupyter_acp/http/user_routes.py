@@ -21,6 +21,7 @@ from .base import (
     OpenSessionBody,
     PermissionBody,
     PromptBody,
+    acting,
     current_only,
     hub_errors,
     request_trace,
@@ -83,7 +84,9 @@ class PromptHandler(BaseHandler):
         except ValueError as exc:
             raise web.HTTPError(400, str(exc)) from None
         self.extensionapp.check_prompt(blocks)
-        turn_id = await self.hub.prompt(session, blocks, user=username(self), trace=request_trace(self.request))
+        turn_id = await self.hub.prompt(
+            session, blocks, user=username(self), trace=request_trace(self.request), actor=acting(self)
+        )
         self.hub.store_now()  # the 202 says the turn started: its turn_started is stored first
         self.send({"turn_id": turn_id}, 202)
 
@@ -136,7 +139,7 @@ class PermissionHandler(BaseHandler):
     @hub_errors
     async def post(self, session_id: str, request_id: str) -> None:
         body: PermissionBody = self.parse(PermissionBody)
-        self.hub.answer_permission(self.session(session_id), request_id, body.option_id)
+        self.hub.answer_permission(self.session(session_id), request_id, body.option_id, acting(self))
         self.send({"request_id": request_id, "option_id": body.option_id})
 
 
@@ -152,7 +155,7 @@ class AlwaysAllowHandler(BaseHandler):
     async def delete(self, session_id: str) -> None:
         """Revoke "always allow" for one tool (``?tool=NAME``), or for all of them."""
         tool = self.get_query_argument("tool", None)
-        self.send({"always_allowed": self.hub.gate.revoke_always(self.session(session_id), tool)})
+        self.send({"always_allowed": self.hub.gate.revoke_always(self.session(session_id), tool, acting(self))})
 
 
 class EventsHandler(BaseHandler):

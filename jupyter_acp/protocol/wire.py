@@ -71,6 +71,24 @@ def _nullable(field: FieldInfo) -> bool:
     return any(m is NULLABLE for m in field.metadata)
 
 
+# -- who acted ------------------------------------------------------------------------------------------------------
+class Actor(WireModel):
+    """Who did it (``protocol/actor.py``): a person by their Jupyter identity, or what acted when no person did."""
+
+    kind: Literal["user", "magic", "server", "agent"] = Field(
+        description="user: a person; magic: the %%acp magic in a kernel; server: the server itself; agent: the agent"
+    )
+    username: str | None = Field(default=None, description="user: the identity's username")
+    display_name: str | None = Field(default=None, description="user: the name the panel shows")
+    color: Annotated[str | None, NULLABLE] = Field(
+        default=None, description="user: the identity's colour (a CSS colour or variable); null: none"
+    )
+
+
+def _actor(what: str) -> Any:
+    return Field(default=None, description=f"who {what} (absent: not said, e.g. an older server's event)")
+
+
 # -- the events ----------------------------------------------------------------------------------------------------
 class Event(WireModel):
     """What every event carries: its place in the session's history, its type and when the server recorded it."""
@@ -96,6 +114,7 @@ class TurnStarted(Event):
     type: Literal["turn_started"]
     turn_id: str
     prompt: list[JsonObject]
+    actor: Actor | None = _actor("sent the prompt")
 
 
 class SessionUpdate(Event):
@@ -127,6 +146,7 @@ class PermissionResolved(Event):
     option_id: str | None = None
     cancelled: bool | None = None
     reason: str | None = Field(default=None, description="timeout, withdrawn (the agent's $/cancel_request)")
+    actor: Actor | None = _actor("answered (a person), or cancelled it (the server, the agent)")
 
 
 class Review(WireModel):
@@ -197,6 +217,7 @@ class Notice(Event):
         default=None, description="store_lost: the turns those events were of; compacted: how many turns"
     )
     bytes: int | None = Field(default=None, description="compacted: how many bytes were dropped")
+    actor: Actor | None = _actor("did it: current_agent, reverted, rewound, restored, agent_reconfigured")
 
 
 class Audit(Event):
@@ -216,6 +237,7 @@ class Audit(Event):
     )
     user: str | None = Field(default=None, description="a user's action: who")
     cell_ids: list[str] | None = Field(default=None, description="review: the cells it put back")
+    actor: Actor | None = _actor("acted: a user's review, rewind or policy")
 
 
 class PolicyChanged(Event):
@@ -226,6 +248,7 @@ class PolicyChanged(Event):
     policy: Annotated[str | None, NULLABLE] = Field(
         default=None, description="review (Review after); null: the configuration's; absent: not changed"
     )
+    actor: Actor | None = _actor("changed it (a person's policy or revoke; absent: an answered card's always)")
 
 
 class ExitStatus(WireModel):
@@ -276,6 +299,7 @@ class ElicitationResolved(Event):
     by: str | None = Field(default=None, description="who answered")
     reason: str | None = None
     completed: bool | None = Field(default=None, description="url: the agent said the step is complete")
+    actor: Actor | None = _actor("answered")
 
 
 #: every event the server sends, told apart by ``type`` (in the order the README lists them)
@@ -532,7 +556,7 @@ def typescript() -> str:
     """The wire as TypeScript: an interface per model, the union ``AcpEvent`` and the list of event types."""
     out = [TS_HEADER]
     out += [*_ts_interface(Event, None), ""]
-    for nested in (Review, ExitStatus):
+    for nested in (Actor, Review, ExitStatus):
         out += [*_ts_interface(nested, None), ""]
     for event in EVENTS:
         out += [*_ts_interface(event, Event), ""]

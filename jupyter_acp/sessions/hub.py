@@ -19,6 +19,7 @@ from jupyter_core.utils import ensure_async
 
 from ..acp.connection import AgentConnection
 from ..catalog.agents import AgentSpec
+from ..protocol.actor import Actor
 from ..protocol.paths import PathError, notebook_api_path
 from ..tools import ToolSurface
 from ..tools.files import FileRules
@@ -308,8 +309,8 @@ class SessionHub(EventLog, Turns, Permissions):
     async def warm_up(self, session: NotebookSession, trace: dict[str, str] | None = None) -> None:
         await self.agent_sessions.warm_up(session, trace)
 
-    async def restart_agent(self, agent: str, why: str) -> None:
-        await self.agent_sessions.restart_agent(agent, why)
+    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> None:
+        await self.agent_sessions.restart_agent(agent, why, actor)
 
     def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
         return self.agent_sessions.session_for_acp(conn, acp_session_id)

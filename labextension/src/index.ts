@@ -59,7 +59,17 @@ const plugin: JupyterFrontEndPlugin<IAcpHost> = {
     const api = new AcpApi();
     // review and rewind (review/): the footer's "Review N changes", "Review after", the cells' agent marks
     const review = new ReviewController({ app, requester: api, tracker, languages });
-    const panel = new AgentPanel({ tracker, rendermime, commands: app.commands, api, review });
+    // who the viewer is: a shared session's log names the others and says "You" for them
+    const user = app.serviceManager.user;
+    const panel = new AgentPanel({
+      tracker,
+      rendermime,
+      commands: app.commands,
+      api,
+      review,
+      me: () => user.identity?.username ?? null
+    });
+    void user.ready.then(() => panel.identityKnown()).catch(() => undefined);
     panel.id = PANEL_ID;
     panel.title.icon = agentIcon;
     panel.title.caption = trans.__('Agent: a chat bound to the notebook in focus');

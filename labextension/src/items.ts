@@ -4,6 +4,7 @@
  */
 
 import { trans } from './i18n';
+import type { IActor } from './wire';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -32,8 +33,11 @@ export interface IPermission {
    * options), its "allow" approving that call at the gate too.
    */
   wording?: string;
-  /** Set once resolved: the option chosen, or cancelled. */
-  resolved?: { optionId?: string; cancelled?: boolean };
+  /**
+   * Set once resolved: the option chosen, or cancelled; `actor`: who answered (or cancelled it), `at`: when (the
+   * event's time, seconds), for the card's "Bob Dylan allowed · 14:02".
+   */
+  resolved?: { optionId?: string; cancelled?: boolean; actor?: IActor; at?: number };
   /**
    * The server's own question when it asks on a card of the agent's (`_meta.jupyter_acp.agent_call`): its title,
    * preview and arguments, which the agent's later updates of that card cannot change.
@@ -59,6 +63,9 @@ export interface IUserItem extends IItemBase {
   attachments: string[];
   /** The prompt's image blocks (thumbnails). */
   images?: { mimeType: string; data: string }[];
+  /** Who sent it (the `turn_started` event's `actor`) and when (seconds): a prompt of someone else is marked so. */
+  actor?: IActor;
+  at?: number;
 }
 export interface ITextItem extends IItemBase {
   kind: 'message' | 'thought';
@@ -112,6 +119,9 @@ export interface INoticeItem extends IItemBase {
   phase?: string;
   /** a revert notice's own fields: the turn reverted (null: edits outside a turn), changes undone, the cell */
   revert?: { turnId: string | null; edits: number; cellId?: string };
+  /** who made the change it tells (an agent switch, a revert, a rewind, new settings) and when (seconds) */
+  actor?: IActor;
+  at?: number;
 }
 
 /** An `audit` event of a refused action: which rule refused, and how the user can change it. */
@@ -150,7 +160,7 @@ export interface IElicitationItem extends IItemBase {
   schema?: any;
   url?: string;
   urlHost?: string;
-  resolved?: { action: string; content?: any; reason?: string; by?: string };
+  resolved?: { action: string; content?: any; reason?: string; by?: string; actor?: IActor; at?: number };
   /** URL mode: the agent said the out-of-band step is done (`elicitation/complete`) */
   completed?: boolean;
 }

@@ -38,6 +38,7 @@ import type {
 } from './items';
 import { toolLabel, usageOf } from './items';
 import { pickersOf } from './options';
+import { IActor, actorOf } from './people';
 import { ownToolOfUpdate } from './owntools';
 import type { AcpEvent, IElicitationRequestEvent, IElicitationResolvedEvent, IPermissionRequestEvent } from './wire';
 
@@ -47,6 +48,12 @@ export const AGENT_TERMINAL_CHARS = 256 * 1024;
 export * from './items';
 export * from './content';
 export * from './options';
+
+/** An event's `actor` and time, as an item keeps them (absent keys when the event names nobody: an older server's). */
+function whoAndWhen(e: { actor?: unknown; ts?: number }): { actor?: IActor; at?: number } {
+  const actor = actorOf(e.actor);
+  return actor ? { actor, ...(typeof e.ts === 'number' ? { at: e.ts } : {}) } : {};
+}
 
 export class ChatModel {
   items: Item[] = [];
@@ -317,7 +324,8 @@ export class ChatModel {
           version: 0,
           text,
           attachments,
-          images
+          images,
+          ...whoAndWhen(e)
         });
         break;
       }
@@ -330,7 +338,11 @@ export class ChatModel {
       case 'permission_resolved': {
         const entry = this._perms.get(String(e.request_id));
         if (entry) {
-          entry.perm.resolved = e.cancelled ? { cancelled: true } : { optionId: e.option_id ?? undefined };
+          // who answered (or cancelled) it and when: the card's byline
+          entry.perm.resolved = {
+            ...(e.cancelled ? { cancelled: true } : { optionId: e.option_id ?? undefined }),
+            ...whoAndWhen(e)
+          };
           this._touch(entry.tool);
         }
         break;
@@ -487,7 +499,8 @@ export class ChatModel {
                   edits: e.edits,
                   cellId: typeof e.cell_id === 'string' ? e.cell_id : undefined
                 }
-              : undefined
+              : undefined,
+          ...whoAndWhen(e)
         });
         break;
       }
@@ -724,7 +737,8 @@ export class ChatModel {
         action: String(e.action ?? 'cancel'),
         content: e.content ?? undefined,
         reason: e.reason ?? undefined,
-        by: e.by ?? undefined
+        by: e.by ?? undefined,
+        ...whoAndWhen(e)
       };
     }
     this._touch(known);

@@ -50,6 +50,11 @@ export interface IPanelOptions {
   commands?: CommandRegistry;
   /** Review and rewind (review/): the turn footer's "Review N changes", "Review after" in the header. */
   review?: ReviewController;
+  /**
+   * The viewer's username (JupyterLab's `serviceManager.user.identity`; null while unknown): in a shared session the
+   * log names who else prompted and answered, and says "You" for the viewer.
+   */
+  me?: () => string | null;
 }
 
 /** How far from the window's right edge JupyterLab's toasts open (this sidebar's width, when it is on the right). */
@@ -123,6 +128,7 @@ export class AgentPanel extends Widget {
       api: this.api,
       rendermime: this._rendermime,
       sanitizer: this._sanitizer,
+      me: () => options.me?.() ?? null,
       isShown: view => view === this._view,
       scheduleRender: view => this._scheduleRender(view),
       flash: (text, level) => this._flash(text, level),
@@ -580,6 +586,24 @@ export class AgentPanel extends Widget {
     this._pickers.agentSelect.disabled = true;
     // the notebook's current agent changes on the server: the magic and other tabs follow
     void this._pickers.choose(path, name).then(ok => (ok ? this._bind(name) : this._bind()));
+  }
+
+  /**
+   * The viewer's identity became known (JupyterLab asks the server once, at start): items already drawn that name
+   * someone (prompts, cards, notices, questions) are drawn again, so the viewer's own read "You", not their name.
+   */
+  identityKnown(): void {
+    const named = new Set(['user', 'notice', 'tool', 'elicitation']);
+    for (const view of this._views.values()) {
+      for (const entry of view.nodes.values()) {
+        if (named.has(entry.node.dataset.kind ?? '')) {
+          entry.version = -1;
+        }
+      }
+    }
+    if (this._view) {
+      this._scheduleRender(this._view);
+    }
   }
 
   // -- rendering -------------------------------------------------------------------------------

@@ -27,6 +27,18 @@ export interface IEventBase {
   cut?: string;
 }
 
+/** Who did it (`protocol/actor.py`): a person by their Jupyter identity, or what acted when no person did. */
+export interface IActor {
+  /** user: a person; magic: the %%acp magic in a kernel; server: the server itself; agent: the agent */
+  kind: 'user' | 'magic' | 'server' | 'agent';
+  /** user: the identity's username */
+  username?: string;
+  /** user: the name the panel shows */
+  display_name?: string;
+  /** user: the identity's colour (a CSS colour or variable); null: none */
+  color?: string | null;
+}
+
 /** What a turn changed in the notebook, ready for its review. */
 export interface IReview {
   changes: number;
@@ -47,6 +59,8 @@ export interface ITurnStartedEvent extends IEventBase {
   type: 'turn_started';
   turn_id: string;
   prompt: { [key: string]: any }[];
+  /** who sent the prompt (absent: not said, e.g. an older server's event) */
+  actor?: IActor;
 }
 
 /** An agent's `session/update` as it sent it (text chunks of one message that arrive together are joined). */
@@ -79,6 +93,10 @@ export interface IPermissionResolvedEvent extends IEventBase {
   cancelled?: boolean;
   /** timeout, withdrawn (the agent's $/cancel_request) */
   reason?: string;
+  /**
+   * who answered (a person), or cancelled it (the server, the agent) (absent: not said, e.g. an older server's event)
+   */
+  actor?: IActor;
 }
 
 /** The turn's end: the agent's stop reason, or an error and its kind. */
@@ -151,6 +169,11 @@ export interface INoticeEvent extends IEventBase {
   turns?: number | string[];
   /** compacted: how many bytes were dropped */
   bytes?: number;
+  /**
+   * who did it: current_agent, reverted, rewound, restored, agent_reconfigured (absent: not said, e.g. an older
+   * server's event)
+   */
+  actor?: IActor;
 }
 
 /** An action an agent asked (allowed or refused, and by which rule), or a user's review, rewind or policy. */
@@ -172,6 +195,8 @@ export interface IAuditEvent extends IEventBase {
   user?: string;
   /** review: the cells it put back */
   cell_ids?: string[];
+  /** who acted: a user's review, rewind or policy (absent: not said, e.g. an older server's event) */
+  actor?: IActor;
 }
 
 /** The tools always allowed in this session, and (from the policy route) the session's own policy. */
@@ -180,6 +205,11 @@ export interface IPolicyChangedEvent extends IEventBase {
   always_allowed: string[];
   /** review (Review after); null: the configuration's; absent: not changed */
   policy?: string | null;
+  /**
+   * who changed it (a person's policy or revoke; absent: an answered card's always) (absent: not said, e.g. an older
+   * server's event)
+   */
+  actor?: IActor;
 }
 
 /** A client terminal's state and the tail of its output (the card that embeds it shows it live). */
@@ -227,6 +257,8 @@ export interface IElicitationResolvedEvent extends IEventBase {
   reason?: string;
   /** url: the agent said the step is complete */
   completed?: boolean;
+  /** who answered (absent: not said, e.g. an older server's event) */
+  actor?: IActor;
 }
 
 /** Every event the server sends, told apart by `type`. */

@@ -152,13 +152,15 @@ def run_lab(
     env: dict[str, str] | None = None,
     drop_env: tuple[str, ...] = ("JUPYTER_ACP_MODEL",),
     keep_log: str | None = None,
+    server_app: dict[str, Any] | None = None,
 ) -> Iterator[Lab]:
     """``jupyter lab`` in its own root, runtime, config, data, settings and workspace folders under ``base``, with
     ``settings`` as its ``JupyterACP`` config (the store at ``store`` in its data folder); stopped on exit.
 
     It serves the labextension built from this checkout (an installed copy may be older), or the build named by
     ``JUPYTER_ACP_TEST_LABEXTENSION`` (an older commit's, to see a test fail on it). ``env`` is added to the
-    server's environment, ``drop_env`` taken out of it; ``keep_log`` copies its log into test-artifacts/browser.
+    server's environment, ``drop_env`` taken out of it; ``keep_log`` copies its log into test-artifacts/browser;
+    ``server_app`` is more ``ServerApp`` config (an identity provider that gives each browser its own person).
     """
     root, runtime, config, data = (base / n for n in ("root", "runtime", "config", "data"))
     for d in (root, runtime, config, data, base / "settings", base / "workspaces"):
@@ -172,7 +174,7 @@ def run_lab(
     built = os.environ.get("JUPYTER_ACP_TEST_LABEXTENSION") or str(REPO / "jupyter_acp" / "labextension")
     (data / "labextensions" / "jupyter-acp-host").symlink_to(built)
     server_config = {
-        "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}},
+        "ServerApp": {"jpserver_extensions": {"jupyter_acp": True}, **(server_app or {})},
         "JupyterACP": {"store_path": str(data / store), **settings},
     }
     (config / "jupyter_server_config.json").write_text(json.dumps(server_config))

@@ -18,6 +18,7 @@ from ...channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
 from ...channels.mcp_acp import CHANNEL as MCP_ACP  # hook: MCP over ACP
 from ...channels.mcp_acp import lend as lend_in_band
 from ...protocol import client_tools
+from ...protocol.actor import Actor
 from ...protocol.jsonrpc import RpcError
 from ..gate.elicitations import CAPABILITY as ELICITATION_CAPABILITY
 from ..state import HubError, NotebookSession
@@ -80,9 +81,10 @@ class AgentSessions:
             self.hub.connections[agent] = conn
         return conn
 
-    async def restart_agent(self, agent: str, why: str) -> None:
+    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> None:
         """This agent's settings changed: stop its process (only this agent's), take its new environment; its
-        sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so."""
+        sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so (and by whom:
+        ``actor``, the person who changed them)."""
         conn = self.hub.connections.get(agent)
         if conn is None:
             return  # never started: the next start takes the new environment
@@ -97,6 +99,7 @@ class AgentSessions:
                 level="info",
                 text=f"agent {agent!r} restarted: {why}{cut}; this conversation re-opens with your next prompt",
                 phase="agent_reconfigured",
+                **({"actor": actor} if actor else {}),
             )
 
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:

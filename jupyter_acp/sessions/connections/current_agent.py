@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...protocol.actor import Actor
 from ...protocol.paths import PathError, notebook_api_path
 from ..state import HubError
 from ..store import StoreError
@@ -105,9 +106,12 @@ class CurrentAgents:
             "agents": sorted(self.hub.specs()),
         }
 
-    async def choose(self, notebook: str, agent: Any, by: str = "api") -> dict[str, Any]:
+    async def choose(self, notebook: str, agent: Any, by: str = "api", actor: Actor | None = None) -> dict[str, Any]:
         """Make ``agent`` this notebook's current agent: its session is opened (created on first use), the choice
-        stored, and a change is said in every session of the notebook.  An unknown agent is refused (400)."""
+        stored, and a change is said in every session of the notebook.  An unknown agent is refused (400).
+
+        ``by``: where (the panel, the magic, the API), as the notice's words say it; ``actor``: who (the person behind
+        the request, or the magic), as every panel names them."""
         path = self._agent_path(notebook)
         known = sorted(self.hub.specs())
         if not isinstance(agent, str) or agent not in self.hub.specs():
@@ -138,6 +142,7 @@ class CurrentAgents:
                     agent=agent,
                     previous=previous,
                     by=by,
+                    **({"actor": actor} if actor else {}),
                 )
             await self._stop_turns_of_other_agents(path, agent)
         return {**self.info(path), "previous": previous, "session": self.hub.describe(session)}

@@ -11,6 +11,7 @@ from typing import Any
 from ...acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ...channels import MCP_HTTP, MCP_STDIO, notebook_preamble, starts_with_command
 from ...notebook.provenance import PROMPT_CHARS
+from ...protocol.actor import Actor
 from ...protocol.jsonrpc import RpcError
 from ...protocol.transcript import exchanges
 from ..hub_parts import HubParts
@@ -31,8 +32,10 @@ class Turns(HubParts):
         user: str | None = None,
         *,
         trace: dict[str, str] | None = None,
+        actor: Actor | None = None,
     ) -> str:
-        """Start a turn; ``user``: who sent it (the provenance of its changes); ``trace`` (a validated W3C
+        """Start a turn; ``user``: who sent it (the provenance of its changes), ``actor``: who, as its
+        ``turn_started`` says it to every panel (``protocol/actor.py``); ``trace`` (a validated W3C
         ``traceparent`` / ``tracestate`` of the server's request) goes to the agent as the prompt's ``params._meta``,
         and as ``session/new``'s where the turn opens the session."""
         if session.turn is not None:
@@ -49,7 +52,7 @@ class Turns(HubParts):
         turn = Turn(id=uuid.uuid4().hex[:12], prompt=prompt_of(blocks)[:PROMPT_CHARS], user=user, trace=trace)
         session.turn = turn
         session.last_used = time.monotonic()
-        self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks)
+        self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks, **({"actor": actor} if actor else {}))
         turn.task = self.spawn(self._run_turn(session, turn, blocks))
         # the turn takes its first step now: a ready agent gets the prompt before our client gets its answer
         await asyncio.sleep(0)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError
 
+from ...protocol.actor import Actor
 from ...protocol.jsonrpc import INVALID_PARAMS, RpcError, withdrawn_by_peer
 from ...tools.host import Action
 from ..state import HubError, NotebookSession
@@ -286,7 +287,14 @@ class Questions:
         return card
 
     def answer(
-        self, session: NotebookSession, eid: str, action: str, content: Any = None, *, by: str | None = None
+        self,
+        session: NotebookSession,
+        eid: str,
+        action: str,
+        content: Any = None,
+        *,
+        by: str | None = None,
+        actor: Actor | None = None,
     ) -> None:
         """The user's answer (the route): validated against the form's schema before the agent sees it."""
         pending = self.pending.get(eid)
@@ -306,7 +314,7 @@ class Questions:
             raise HubError("content goes only with accept, on a form", 400)
         if not pending.future.done():
             pending.future.set_result(result)
-        self._resolve(session, pending, action, content=result.get("content"), by=by)
+        self._resolve(session, pending, action, content=result.get("content"), by=by, actor=actor)
 
     def _resolve(self, session: NotebookSession, pending: PendingElicitation, action: str, **data: Any) -> None:
         pending.answered = True

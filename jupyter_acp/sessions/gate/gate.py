@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...channels import CLIENT_TOOLS
+from ...protocol.actor import Actor
 from ...tools.files import MAX_READ_BYTES, FileRefused, FileRules
 from ...tools.host import PERMISSION_OPTIONS, Action, Approver, Refused
 from ..review import REVIEW, Prepared, resolve_review
@@ -443,12 +444,18 @@ class Gate:
         session.always_allowed.add(name)
         self.hub.emit(session, "policy_changed", always_allowed=sorted(session.always_allowed))
 
-    def revoke_always(self, session: NotebookSession, name: str | None = None) -> list[str]:
+    def revoke_always(self, session: NotebookSession, name: str | None = None, actor: Actor | None = None) -> list[str]:
+        """Ask again for ``name`` (every tool: None); ``actor``: who undid it, as every panel says it."""
         if name is None:
             session.always_allowed.clear()
         else:
             session.always_allowed.discard(name)
-        self.hub.emit(session, "policy_changed", always_allowed=sorted(session.always_allowed))
+        self.hub.emit(
+            session,
+            "policy_changed",
+            always_allowed=sorted(session.always_allowed),
+            **({"actor": actor} if actor else {}),
+        )
         return sorted(session.always_allowed)
 
     # -- audit -----------------------------------------------------------------------------------

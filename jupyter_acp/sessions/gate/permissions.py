@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
+from ...protocol.actor import AGENT, SERVER, Actor
 from ...protocol.jsonrpc import withdrawn_by_peer
 from ...tools import ToolContext
 from ..hub_parts import HubParts
@@ -62,12 +63,21 @@ class Permissions(HubParts):
             outcome = await asyncio.wait_for(asyncio.shield(fut), self.app.permission_timeout)
         except TimeoutError:
             outcome = {"outcome": "cancelled"}
-            self.emit(session, "permission_resolved", request_id=request_id, cancelled=True, reason="timeout")
+            self.emit(
+                session, "permission_resolved", request_id=request_id, cancelled=True, reason="timeout", actor=SERVER
+            )
         except asyncio.CancelledError:
             # the asker gave up (the agent's ``$/cancel_request``): the card is withdrawn, unanswerable from now on
             if withdrawn_by_peer() and not fut.done() and request_id in session.pending_permissions:
                 fut.cancel()
-                self.emit(session, "permission_resolved", request_id=request_id, cancelled=True, reason="withdrawn")
+                self.emit(
+                    session,
+                    "permission_resolved",
+                    request_id=request_id,
+                    cancelled=True,
+                    reason="withdrawn",
+                    actor=AGENT,
+                )
             raise
         finally:
             session.pending_permissions.pop(request_id, None)
@@ -75,7 +85,10 @@ class Permissions(HubParts):
                 session.turn.touch()
         return outcome
 
-    def answer_permission(self, session: NotebookSession, request_id: str, option_id: str) -> None:
+    def answer_permission(
+        self, session: NotebookSession, request_id: str, option_id: str, actor: Actor | None = None
+    ) -> None:
+        """The user's answer to a card; ``actor``: who answered (every panel says "bob allowed · 14:02")."""
         pending = session.pending_permissions.get(request_id)
         if pending is None:
             raise HubError(f"no pending permission request {request_id!r} (answered, cancelled or expired)", 404)
@@ -92,7 +105,13 @@ class Permissions(HubParts):
         if not pending.future.done():
             pending.future.set_result({"outcome": "selected", "optionId": option_id})
         session.pending_permissions.pop(request_id, None)
-        self.emit(session, "permission_resolved", request_id=request_id, option_id=option_id)
+        self.emit(
+            session,
+            "permission_resolved",
+            request_id=request_id,
+            option_id=option_id,
+            **({"actor": actor} if actor else {}),
+        )
 
     def _cancel_pending_permissions(self, session: NotebookSession) -> None:
         for request_id, pending in list(session.pending_permissions.items()):

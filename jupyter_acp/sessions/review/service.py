@@ -38,6 +38,7 @@ from ...notebook.provenance import Action as ProvenanceAction
 from ...notebook.provenance import AgentChange, agent_change
 from ...notebook.rewind import cell_key, put_cells
 from ...notebook.stamping import Stamp
+from ...protocol.actor import Actor
 from ..state import HubError
 from .store import CheckpointRow, ReviewStore, ReviewStoreError, TurnRow
 from .user_edits import UserEditNotes
@@ -451,7 +452,13 @@ class ReviewService:
 
     # -- keep, discard ---------------------------------------------------------------------------------
     async def review(
-        self, session: NotebookSession, turn_id: str, decision: str, cell_id: str | None, user: str
+        self,
+        session: NotebookSession,
+        turn_id: str,
+        decision: str,
+        cell_id: str | None,
+        user: str,
+        actor: Actor | None = None,
     ) -> dict[str, Any]:
         """Keep or discard one change (``cell_id``) or every change left; answers the changes left to review.
 
@@ -501,6 +508,7 @@ class ReviewService:
             f"{user} chose {decision} for {len(done)} change(s) of turn {turn_id}"
             + (f"; {len(refused)} not discarded" if refused else ""),
             cell_ids=done,
+            actor=actor,
         )
         out = await self.changes(session, turn_id)
         out["decision"] = decision
@@ -553,20 +561,26 @@ class ReviewService:
             raise HubError(f"no checkpoint {checkpoint_id!r} in this notebook session", 404)
         return cp
 
-    async def rewind(self, session: NotebookSession, turn_id: str, user: str) -> dict[str, Any]:
+    async def rewind(
+        self, session: NotebookSession, turn_id: str, user: str, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """The notebook and the kernel's namespace as they were before turn ``turn_id``; itself a checkpoint."""
         if session.turn is not None and session.turn.id == turn_id:
             raise HubError(f"turn {turn_id!r} is still running: stop it first, then rewind it", 409)
         _, cp = self._turn(session, turn_id)
-        return await self._put_back(session, cp, user, "rewind")
+        return await self._put_back(session, cp, user, "rewind", actor)
 
-    async def restore_checkpoint(self, session: NotebookSession, checkpoint_id: str, user: str) -> dict[str, Any]:
+    async def restore_checkpoint(
+        self, session: NotebookSession, checkpoint_id: str, user: str, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """The notebook and namespace of any checkpoint of the session (a rewind's undo, a turn's); itself one."""
         if session.turn is not None:
             raise HubError("a turn is running in this notebook session: stop it first, then restore", 409)
-        return await self._put_back(session, self._checkpoint(session, checkpoint_id), user, "restore")
+        return await self._put_back(session, self._checkpoint(session, checkpoint_id), user, "restore", actor)
 
-    async def _put_back(self, session: NotebookSession, cp: CheckpointRow, user: str, what: str) -> dict[str, Any]:
+    async def _put_back(
+        self, session: NotebookSession, cp: CheckpointRow, user: str, what: str, actor: Actor | None = None
+    ) -> dict[str, Any]:
         try:
             nb = await self.documents.open(session.notebook)
             present = _copy_cells(nb.cells())
@@ -620,6 +634,7 @@ class ReviewService:
             f"{user} {'rewound turn ' + cp.turn_id if what == 'rewind' else 'restored checkpoint ' + cp.id}: "
             f"{len(restored_cells)} cell(s) and {names} variable(s) put back; undo with checkpoint {undo_id}",
             cell_ids=restored_cells,
+            actor=actor,
         )
         self.host.emit(
             session,
@@ -633,6 +648,7 @@ class ReviewService:
                 f"{'rewound to before the turn' if what == 'rewind' else 'restored a checkpoint'}: "
                 f"{len(restored_cells)} cell(s) and {names} variable(s) put back; it can be undone"
             ),
+            **({"actor": actor} if actor else {}),
         )
         return result
 
@@ -661,7 +677,7 @@ class ReviewService:
         }
 
     # -- "Remove agent marks" --------------------------------------------------------------------------
-    async def strip_marks(self, session: NotebookSession, user: str) -> dict[str, Any]:
+    async def strip_marks(self, session: NotebookSession, user: str, actor: Actor | None = None) -> dict[str, Any]:
         """Remove every provenance entry from the session's notebook (before sharing it); ``{cells}`` cleaned."""
         from ...notebook import FileNotebook
         from ...notebook.provenance import strip_notebook, strip_ynotebook
@@ -682,7 +698,9 @@ class ReviewService:
                 "(or enable collaboration)",
                 409,
             )
-        self.audit(session, "review/strip_marks", None, user, f"{user} removed the agent marks of {n} cell(s)")
+        self.audit(
+            session, "review/strip_marks", None, user, f"{user} removed the agent marks of {n} cell(s)", actor=actor
+        )
         return {"notebook": session.notebook, "cells": n}
 
     # -- audit -----------------------------------------------------------------------------------------
@@ -695,6 +713,7 @@ class ReviewService:
         message: str,
         *,
         cell_ids: Sequence[str] = (),
+        actor: Actor | None = None,
     ) -> None:
         self.host.emit(
             session,
@@ -709,6 +728,7 @@ class ReviewService:
             call_ids=[],
             user=user,
             cell_ids=list(cell_ids),
+            **({"actor": actor} if actor else {}),
         )
 
 

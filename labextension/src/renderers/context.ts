@@ -11,6 +11,11 @@ export interface IRenderContext {
   /** The sidebar's own rendermime (its sanitizer fetches nothing from another server without a click). */
   readonly rendermime: IRenderMimeRegistry;
   readonly sanitizer: NoFetchSanitizer;
+  /**
+   * The viewer's username (JupyterLab's `serviceManager.user.identity`; null until known): what another person did
+   * is named, what the viewer did says "You".
+   */
+  me(): string | null;
   /** Whether `view` is the conversation on screen. */
   isShown(view: SessionView): boolean;
   /** Re-render `view` on the next frame (when it is on screen). */

@@ -9,6 +9,7 @@ import { button, el } from '../dom';
 import type { IElicitationItem } from '../model';
 import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
+import { answeredBy } from '../people';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -232,6 +233,11 @@ export function renderElicitation(ctx: IRenderContext, view: SessionView, item: 
   n.appendChild(el('div', 'jp-ACP-elicitMessage', item.message));
   if (item.resolved) {
     n.appendChild(answered(item));
+    const { actor, action, at } = item.resolved;
+    if (actor && !item.completed) {
+      const answer = action === 'accept' ? 'answered' : action === 'decline' ? 'declined' : 'cancelled';
+      n.appendChild(el('div', 'jp-ACP-elicitBy', answeredBy(answer, actor, ctx.me(), at)));
+    }
     return;
   }
   const error = el('div', 'jp-ACP-elicitError');

@@ -24,7 +24,7 @@ export function renderItem(ctx: IRenderContext, view: SessionView, item: Item, e
 function renderItemUnsafe(ctx: IRenderContext, view: SessionView, item: Item, entry: IEntry): void {
   switch (item.kind) {
     case 'user':
-      return renderUser(item, entry);
+      return renderUser(ctx, item, entry);
     case 'message':
       return renderMessage(ctx, view, item, entry);
     case 'thought':
@@ -36,7 +36,7 @@ function renderItemUnsafe(ctx: IRenderContext, view: SessionView, item: Item, en
     case 'turn_end':
       return renderTurnEnd(ctx, view, item, entry);
     case 'notice':
-      return renderNotice(view, item, entry);
+      return renderNotice(ctx, view, item, entry);
     case 'audit':
       return renderAudit(item, entry);
     case 'elicitation':

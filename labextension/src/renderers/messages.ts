@@ -7,6 +7,7 @@ import { button, el } from '../dom';
 import type { IAuditItem, ITextItem, IUserItem, Item } from '../model';
 import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
+import { byLine } from './people';
 
 /** A refused action: a small muted line with the rule that refused and how to change it. */
 export function renderAudit(item: IAuditItem, entry: IEntry): void {
@@ -54,10 +55,16 @@ export function promptThumbnail(image: { mimeType: string; data: string }, n: nu
   return img;
 }
 
-export function renderUser(item: IUserItem, entry: IEntry): void {
+export function renderUser(ctx: IRenderContext, item: IUserItem, entry: IEntry): void {
   const n = entry.node;
   n.className = 'jp-ACP-item jp-ACP-user';
   n.textContent = '';
+  // someone else's prompt (a shared session) or the magic's: who sent it and when, above their words
+  const by = byLine(item.actor, ctx.me(), item.at, 'jp-ACP-userBy');
+  if (by) {
+    n.classList.add('jp-mod-other');
+    n.appendChild(by);
+  }
   if (item.text) {
     n.appendChild(el('div', 'jp-ACP-userText', item.text));
   }

@@ -10,6 +10,7 @@ import type { INoticeItem, ITurnEndItem } from '../model';
 import type { IEntry, SessionView } from '../session';
 import type { IRenderContext } from './context';
 import { renderError } from './errors';
+import { byLine } from './people';
 
 export function renderTurnEnd(ctx: IRenderContext, view: SessionView, item: ITurnEndItem, entry: IEntry): void {
   const n = entry.node;
@@ -125,7 +126,7 @@ export function noticeText(view: SessionView, text: string, item?: INoticeItem):
   return text.replace(/\bturn [0-9a-f]{8,}\b/g, 'a turn').replace(/(\d+) change\(s\)/g, (_, n) => plural(n));
 }
 
-export function renderNotice(view: SessionView, item: INoticeItem, entry: IEntry): void {
+export function renderNotice(ctx: IRenderContext, view: SessionView, item: INoticeItem, entry: IEntry): void {
   const n = entry.node;
   n.className = `jp-ACP-item jp-ACP-notice jp-mod-${item.level}`;
   // "starting agent…" drives the status line; in the log it is noise
@@ -134,6 +135,11 @@ export function renderNotice(view: SessionView, item: INoticeItem, entry: IEntry
     n.classList.add('jp-ACP-divider');
   }
   n.textContent = noticeText(view, item.text, item);
+  // an agent switch, a revert, a rewind, new settings: who made it (when not the viewer) and when
+  const by = byLine(item.actor, ctx.me(), item.at, 'jp-ACP-noticeBy');
+  if (by) {
+    n.appendChild(by);
+  }
 }
 
 /** A turn named by the prompt that started it, never by its internal id. */

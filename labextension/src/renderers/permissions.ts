@@ -8,6 +8,7 @@ import type { SessionView } from '../session';
 import type { IRenderContext } from './context';
 import { diff, textPreview } from './diff';
 import { KIND_LABEL, optionLabels } from '../owntools';
+import { Answer, answeredBy } from '../people';
 
 /**
  * What a permission button says: its ACP kind decides, never the agent's wording (an option named
@@ -32,6 +33,7 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
   if (perm.resolved) {
     box.classList.add('jp-mod-resolved');
     let text: string;
+    let answer: Answer = 'cancelled';
     if (perm.resolved.cancelled) {
       text = 'Permission request cancelled (the turn ended or was stopped).';
     } else {
@@ -39,6 +41,7 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
       const kind = opt?.kind ?? '';
       const name = opt?.name ?? perm.resolved.optionId ?? '';
       const label = opt ? optionLabels(perm.options).get(opt.optionId) : undefined;
+      answer = !label ? 'answered' : kind.startsWith('reject') ? 'rejected' : 'allowed';
       text = label
         ? `${kind.startsWith('reject') ? 'Rejected' : 'Allowed'}: ${label}` +
           (saysMore(name, label) && perm.source !== 'client' ? ` (the agent's option “${name}”)` : '')
@@ -52,7 +55,17 @@ export function permission(ctx: IRenderContext, view: SessionView, tool: IToolIt
         kind.startsWith('reject') ? 'jp-mod-rejected' : kind.startsWith('allow') ? 'jp-mod-allowed' : 'jp-mod-neutral'
       );
     }
-    box.appendChild(el('div', 'jp-ACP-permissionResult', text));
+    const result = el('div', 'jp-ACP-permissionResult', text);
+    const actor = perm.resolved.actor;
+    if (actor) {
+      // who answered and when, also on the viewer's own answers: a shared session's cards are anyone's to answer
+      const by = el('span', 'jp-ACP-permissionBy', answeredBy(answer, actor, ctx.me(), perm.resolved.at));
+      if (actor.kind === 'user' && actor.username) {
+        by.dataset.user = actor.username;
+      }
+      result.appendChild(by);
+    }
+    box.appendChild(result);
     return box;
   }
   // asked on the agent's card, the gate's own words win over whatever the agent's updates say
