@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 import os
 import time
@@ -21,7 +22,7 @@ from ..acp.connection import AgentConnection
 from ..catalog.agents import AgentSpec
 from ..protocol.actor import Actor
 from ..protocol.paths import PathError, notebook_api_path
-from ..tools import ToolSurface
+from ..tools import ToolContext, ToolSurface
 from ..tools.files import FileRules
 from .connections.agent_sessions import AgentSessions
 from .connections.current_agent import CurrentAgents
@@ -55,11 +56,11 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, Turns, Permissions):
-    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log, turns and
-    permissions in their own modules (mixins of one object, one state, declared to one another in ``hub_parts.py``);
-    the agent sessions, the gate, the terminals, the tool lists' follower, the agents' questions, the current agents
-    and the conversations are services it holds, each taking a Protocol of what it uses of the hub."""
+class SessionHub(EventLog, Turns):
+    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log and turns in
+    their own modules (mixins of one object, one state, declared to one another in ``hub_parts.py``); the agent
+    sessions, the permissions, the gate, the terminals, the tool lists' follower, the agents' questions, the current
+    agents and the conversations are services it holds, each taking a Protocol of what it uses of the hub."""
 
     # the services, as the routes and the app use them (the parts see them through HubParts' narrower protocols)
     gate: Gate
@@ -67,6 +68,7 @@ class SessionHub(EventLog, Turns, Permissions):
     questions: Questions
     conversations: Conversations
     agent_sessions: AgentSessions
+    permissions: Permissions
 
     def __init__(self, app: HubSettings, store: TranscriptStore, tools: ToolSurface) -> None:
         self.app = app
@@ -96,6 +98,8 @@ class SessionHub(EventLog, Turns, Permissions):
         self._file_rules: FileRules | None = None
         #: the agents' connections and each notebook session's agent session (``connections/agent_sessions.py``)
         self.agent_sessions = AgentSessions(self)
+        #: the cards held for the user, and the bookkeeping of the agents' tool calls (``gate/permissions.py``)
+        self.permissions = Permissions(self)
         self.follower = ToolListFollower(self, kernel_wait=getattr(app, "kernel_start_wait", 10.0))
         #: turns' checkpoints, their review and rewind, and the provenance of agents' changes
         self.review: ReviewService | None = None
@@ -320,6 +324,40 @@ class SessionHub(EventLog, Turns, Permissions):
     ) -> dict[str, Any]:
         return self.agent_sessions.session_params(session, conn, trace)
 
+    # -- the permissions (a service: gate/permissions.py), by the names the routes, the gate and the parts use ------
+    async def ask_permission(
+        self,
+        session: NotebookSession,
+        tool_call: dict[str, Any],
+        options: builtins.list[dict[str, Any]],
+        *,
+        source: str = "agent",
+        wording: str | None = None,
+        grants: Any = None,
+    ) -> dict[str, Any]:
+        return await self.permissions.ask_permission(
+            session, tool_call, options, source=source, wording=wording, grants=grants
+        )
+
+    def answer_permission(
+        self, session: NotebookSession, request_id: str, option_id: str, actor: Actor | None = None
+    ) -> None:
+        self.permissions.answer_permission(session, request_id, option_id, actor)
+
+    def cancel_pending_permissions(self, session: NotebookSession) -> None:
+        self.permissions.cancel_pending(session)
+
+    def tool_context(
+        self, session: NotebookSession, channel: str, tool_call_id: str | None = None, *, action: Any = None
+    ) -> ToolContext:
+        return self.permissions.tool_context(session, channel, tool_call_id, action=action)
+
+    def serving(self, session: NotebookSession) -> contextlib.AbstractContextManager[None]:
+        return self.permissions.serving(session)
+
+    def count_tool_call(self, session: NotebookSession) -> None:
+        self.permissions.count_tool_call(session)
+
     def file_rules(self) -> FileRules:
         """What ``fs/*`` may touch (computed once: Jupyter's and IPython's folders, allow_hidden)."""
         if self._file_rules is None:
@@ -374,7 +412,7 @@ class SessionHub(EventLog, Turns, Permissions):
         self.closing = True
         await self.terminals.stop()
         for session in self.sessions.values():
-            self._cancel_pending_permissions(session)
+            self.cancel_pending_permissions(session)
             self.questions.cancel_pending(session, "the server is stopping")
         for task in list(self._tasks):
             task.cancel()

@@ -1,9 +1,9 @@
 """What the parts of the session hub use of one another, declared once with its types.
 
-:class:`~jupyter_acp.sessions.hub.SessionHub` is one object made of parts, each in its own module (the event log, the
-agent sessions, turns, permissions, conversations), and holds services (the gate, the terminals, the tool lists'
-follower, the agents' questions, the current agents) that take a Protocol of what they use of it.  A part calls what another part or the
-hub defines (``self.emit(...)`` in turns, ``self.connections`` in conversations).  Each part derives from
+:class:`~jupyter_acp.sessions.hub.SessionHub` is one object made of two parts, each in its own module (the event log,
+turns), and holds services (the agent sessions, the permissions, the conversations, the gate, the terminals, the tool
+lists' follower, the agents' questions, the current agents) that take a Protocol of what they use of it.  A part
+calls what the other part or the hub defines (``self.emit(...)`` in turns, ``self.connections`` in the event log).  Each part derives from
 :class:`HubParts`, which names every such attribute and method with its type, so the checker sees a misspelt name or a
 wrong argument in any part instead of a catch-all ``__getattr__`` that let any name pass.  The declarations exist for
 the checker only (at run time the class is empty); where a part defines a declared method, mypy checks that its
@@ -161,11 +161,9 @@ class HubParts:
         # -- turns (turns.py) ------------------------------------------------------------------
         async def cancel(self, session: NotebookSession) -> bool: ...
 
-        # -- permissions (permissions.py) ------------------------------------------------------
-        def _cancel_pending_permissions(self, session: NotebookSession) -> None: ...
+        # -- the permissions (a service; the hub's lines that call it) ---------------------------
+        def cancel_pending_permissions(self, session: NotebookSession) -> None: ...
         def serving(self, session: NotebookSession) -> contextlib.AbstractContextManager[None]: ...
         def tool_context(
             self, session: NotebookSession, channel: str, tool_call_id: str | None = None, *, action: Any = None
         ) -> ToolContext: ...
-
-        # -- questions (elicitations.py) -------------------------------------------------------

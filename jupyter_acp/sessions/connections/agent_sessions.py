@@ -50,7 +50,7 @@ class AgentSessionHub(ClientHub, Protocol):
 
     def _save(self, rec: SessionRecord) -> None: ...
 
-    def _cancel_pending_permissions(self, session: NotebookSession) -> None: ...
+    def cancel_pending_permissions(self, session: NotebookSession) -> None: ...
 
 
 class AgentSessions:
@@ -136,7 +136,7 @@ class AgentSessions:
         for session in self.hub._sessions_of(conn.name):
             if session.acp_generation == conn.generation:
                 session.acp_generation = None
-            self.hub._cancel_pending_permissions(session)
+            self.hub.cancel_pending_permissions(session)
             self.hub.questions.cancel_pending(session, f"agent {conn.name!r} exited")
             self.hub.terminals.end_session_soon(session, f"agent {conn.name!r} exited")
 

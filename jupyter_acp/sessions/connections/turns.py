@@ -135,7 +135,7 @@ class Turns(HubParts):
     def _end_turn(self, session: NotebookSession, turn: Turn, outcome: dict[str, Any]) -> None:
         if session.turn is not turn:
             return
-        self._cancel_pending_permissions(session)
+        self.cancel_pending_permissions(session)
         self.questions.cancel_pending(session, "the turn ended")
         session.turn = None
         # what the turn changed, ready for its review: {changes, checkpoint} (none when it changed nothing)
@@ -229,7 +229,7 @@ class Turns(HubParts):
         if turn is None:
             return False
         turn.cancelled = True
-        self._cancel_pending_permissions(session)
+        self.cancel_pending_permissions(session)
         self.questions.cancel_pending(session, "the turn was stopped")
         conn = self.connections.get(session.agent)
         if conn is not None and session.acp_session_id:

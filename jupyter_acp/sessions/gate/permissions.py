@@ -1,4 +1,9 @@
-"""Permission requests held for the user, and the bookkeeping of the tool calls an agent makes during a turn."""
+"""Permission requests held for the user, and the bookkeeping of the tool calls an agent makes during a turn.
+
+A service of the hub (``hub.permissions``): it takes what it uses of the hub as :class:`PermissionHub` and never
+imports the hub.  The hub keeps its names for the routes and the gate (``hub.ask_permission``,
+``hub.answer_permission``, ``hub.tool_context``, ``hub.serving``, ...), each a line that calls this.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,42 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.actor import AGENT, SERVER, Actor
 from ...protocol.jsonrpc import withdrawn_by_peer
-from ...tools import ToolContext
-from ..hub_parts import HubParts
+from ...tools import ToolContext, ToolSurface
+from ...tools.host import ToolHost
+from ..hub_parts import GateSteps
 from ..state import HubError, NotebookSession, PendingPermission
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..review import ReviewService
+    from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
 
 
-class Permissions(HubParts):
-    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
-    part lives in its own module so each job reads alone)."""
+class PermissionHub(ToolHost, Protocol):
+    """What the permissions use of the hub: its settings (the admin's rules, the card's timeout), the event log, the
+    gate (what an Allow grants, the approval step a tool's context carries), the tools, the review (the provenance
+    stamp a tool's context carries); and the hub itself as the tools' host (``ToolHost``)."""
+
+    app: HubSettings
+    tools: ToolSurface
+    review: ReviewService | None
+
+    @property
+    def gate(self) -> GateSteps: ...
+
+    def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]: ...
+
+
+class Permissions:
+    """The cards held for the user, and the bookkeeping of an agent's tool calls (the hub holds one)."""
+
+    def __init__(self, hub: PermissionHub) -> None:
+        self.hub = hub
 
     async def ask_permission(
         self,
@@ -44,12 +71,12 @@ class Permissions(HubParts):
             request_id, fut, options, turn_id, call_id, tool_call=tool_call, source=source, grants=grants
         )
         # an "always" option the admin does not let users pick is shown greyed, with the reason
-        rules = self.app.admin_rules
+        rules = self.hub.app.admin_rules
         shown = [
             {**o, "fixed_by_admin": why} if isinstance(o, dict) and (why := rules.option(str(o.get("kind", "")))) else o
             for o in options
         ]
-        self.emit(
+        self.hub.emit(
             session,
             "permission_request",
             request_id=request_id,
@@ -60,17 +87,17 @@ class Permissions(HubParts):
             **({"wording": wording} if wording else {}),
         )
         try:
-            outcome = await asyncio.wait_for(asyncio.shield(fut), self.app.permission_timeout)
+            outcome = await asyncio.wait_for(asyncio.shield(fut), self.hub.app.permission_timeout)
         except TimeoutError:
             outcome = {"outcome": "cancelled"}
-            self.emit(
+            self.hub.emit(
                 session, "permission_resolved", request_id=request_id, cancelled=True, reason="timeout", actor=SERVER
             )
         except asyncio.CancelledError:
             # the asker gave up (the agent's ``$/cancel_request``): the card is withdrawn, unanswerable from now on
             if withdrawn_by_peer() and not fut.done() and request_id in session.pending_permissions:
                 fut.cancel()
-                self.emit(
+                self.hub.emit(
                     session,
                     "permission_resolved",
                     request_id=request_id,
@@ -95,17 +122,17 @@ class Permissions(HubParts):
         kinds = {o.get("optionId"): o.get("kind", "") for o in pending.options}
         if option_id not in kinds:
             raise HubError(f"{option_id!r} is not one of the offered options", 400)
-        why = self.app.admin_rules.option(str(kinds[option_id]))
+        why = self.hub.app.admin_rules.option(str(kinds[option_id]))
         if why:
             raise HubError(why, 403)
         if str(kinds[option_id]).startswith("allow") and pending.grants is not None:
-            self.gate.grant_own_card(session, request_id, pending.grants, always=kinds[option_id] == "allow_always")
+            self.hub.gate.grant_own_card(session, request_id, pending.grants, always=kinds[option_id] == "allow_always")
         elif str(kinds[option_id]).startswith("allow") and pending.source == "agent":
-            self.gate.agent_request_allowed(session, request_id, pending.tool_call)
+            self.hub.gate.agent_request_allowed(session, request_id, pending.tool_call)
         if not pending.future.done():
             pending.future.set_result({"outcome": "selected", "optionId": option_id})
         session.pending_permissions.pop(request_id, None)
-        self.emit(
+        self.hub.emit(
             session,
             "permission_resolved",
             request_id=request_id,
@@ -113,11 +140,11 @@ class Permissions(HubParts):
             **({"actor": actor} if actor else {}),
         )
 
-    def _cancel_pending_permissions(self, session: NotebookSession) -> None:
+    def cancel_pending(self, session: NotebookSession) -> None:
         for request_id, pending in list(session.pending_permissions.items()):
             if not pending.future.done():
                 pending.future.set_result({"outcome": "cancelled"})
-                self.emit(session, "permission_resolved", request_id=request_id, cancelled=True)
+                self.hub.emit(session, "permission_resolved", request_id=request_id, cancelled=True)
         session.pending_permissions.clear()
 
     # -- tool calls ------------------------------------------------------------------------------
@@ -127,15 +154,15 @@ class Permissions(HubParts):
         if tool_call_id is None and action is not None and action.ids:
             tool_call_id = action.ids[0]
         return ToolContext(
-            host=self,
+            host=self.hub,
             session=session,
-            services=self.tools.services,
+            services=self.hub.tools.services,
             turn_id=session.turn.id if session.turn else None,
             tool_call_id=tool_call_id,
             channel=channel,
             action=action,
-            approver=self.gate.approver(session),
-            provenance=self.review.stamp(session, tool_call_id) if self.review is not None else None,
+            approver=self.hub.gate.approver(session),
+            provenance=self.hub.review.stamp(session, tool_call_id) if self.hub.review is not None else None,
         )
 
     @contextlib.contextmanager
