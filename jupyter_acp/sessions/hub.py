@@ -56,11 +56,12 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog, Turns):
-    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log and turns in
-    their own modules (mixins of one object, one state, declared to one another in ``hub_parts.py``); the agent
-    sessions, the permissions, the gate, the terminals, the tool lists' follower, the agents' questions, the current
-    agents and the conversations are services it holds, each taking a Protocol of what it uses of the hub."""
+class SessionHub(EventLog):
+    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log in its own
+    module (a mixin: the hot path of every streamed token, one object with the hub's state, declared in
+    ``hub_parts.py``); the turns, the agent sessions, the permissions, the gate, the terminals, the tool lists'
+    follower, the agents' questions, the current agents and the conversations are services it holds, each taking a
+    Protocol of what it uses of the hub."""
 
     # the services, as the routes and the app use them (the parts see them through HubParts' narrower protocols)
     gate: Gate
@@ -69,6 +70,7 @@ class SessionHub(EventLog, Turns):
     conversations: Conversations
     agent_sessions: AgentSessions
     permissions: Permissions
+    turns: Turns
 
     def __init__(self, app: HubSettings, store: TranscriptStore, tools: ToolSurface) -> None:
         self.app = app
@@ -93,13 +95,14 @@ class SessionHub(EventLog, Turns):
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
-        self._turn_slots: dict[str, asyncio.Semaphore] = {}
         #: the one gate every agent action passes
         self._file_rules: FileRules | None = None
         #: the agents' connections and each notebook session's agent session (``connections/agent_sessions.py``)
         self.agent_sessions = AgentSessions(self)
         #: the cards held for the user, and the bookkeeping of the agents' tool calls (``gate/permissions.py``)
         self.permissions = Permissions(self)
+        #: the sessions' turns: the queue per agent, the watchdog, cancel, reset, modes (``connections/turns.py``)
+        self.turns = Turns(self)
         self.follower = ToolListFollower(self, kernel_wait=getattr(app, "kernel_start_wait", 10.0))
         #: turns' checkpoints, their review and rewind, and the provenance of agents' changes
         self.review: ReviewService | None = None
@@ -323,6 +326,30 @@ class SessionHub(EventLog, Turns):
         self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None
     ) -> dict[str, Any]:
         return self.agent_sessions.session_params(session, conn, trace)
+
+    # -- the turns (a service: connections/turns.py), by the names the routes and the services use ---------------
+    async def prompt(
+        self,
+        session: NotebookSession,
+        blocks: builtins.list[dict[str, Any]],
+        user: str | None = None,
+        *,
+        trace: dict[str, str] | None = None,
+        actor: Actor | None = None,
+    ) -> str:
+        return await self.turns.prompt(session, blocks, user, trace=trace, actor=actor)
+
+    async def cancel(self, session: NotebookSession) -> bool:
+        return await self.turns.cancel(session)
+
+    async def reset(self, session: NotebookSession) -> NotebookSession:
+        return await self.turns.reset(session)
+
+    async def set_mode(self, session: NotebookSession, mode_id: str) -> None:
+        await self.turns.set_mode(session, mode_id)
+
+    async def set_config_option(self, session: NotebookSession, config_id: str, value: Any) -> None:
+        await self.turns.set_config_option(session, config_id, value)
 
     # -- the permissions (a service: gate/permissions.py), by the names the routes, the gate and the parts use ------
     async def ask_permission(

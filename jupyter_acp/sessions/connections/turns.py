@@ -1,4 +1,9 @@
-"""Turns: queue per agent, the watchdog, cancel, reset, re-seeding after a lost conversation, modes and options."""
+"""Turns: queue per agent, the watchdog, cancel, reset, re-seeding after a lost conversation, modes and options.
+
+A service of the hub (``hub.turns``): it holds the agents' turn slots and takes what it uses of the hub as
+:class:`TurnHub`, never importing the hub.  The hub keeps its names for the routes (``hub.prompt``, ``hub.cancel``,
+``hub.reset``, ``hub.set_mode``, ``hub.set_config_option``), each a line that calls this.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ...channels import MCP_HTTP, MCP_STDIO, notebook_preamble, starts_with_command
@@ -14,16 +20,61 @@ from ...notebook.provenance import PROMPT_CHARS
 from ...protocol.actor import Actor
 from ...protocol.jsonrpc import RpcError
 from ...protocol.transcript import exchanges
-from ..hub_parts import HubParts
+from ..hub_parts import ConversationSteps, KernelFollowing, QuestionSteps
 from ..review.service import prompt_of
 from ..state import HubError, NotebookSession, Turn, TurnTimeout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...catalog.agents import AgentSpec
+    from ..review import ReviewService
+    from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
 
 
-class Turns(HubParts):
-    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
-    part lives in its own module so each job reads alone)."""
+class TurnHub(Protocol):
+    """What turns use of the hub: its settings, the event log, the agents (their specs, connections and sessions),
+    the tool lists' follower, the review (a turn's checkpoints), the agents' questions, the conversations (a reset, a
+    re-seed), the held cards, opening a session again, its tasks, and whether it is stopping."""
+
+    app: HubSettings
+    connections: dict[str, AgentConnection]
+    review: ReviewService | None
+    closing: bool
+
+    @property
+    def follower(self) -> KernelFollowing: ...
+
+    @property
+    def questions(self) -> QuestionSteps: ...
+
+    @property
+    def conversations(self) -> ConversationSteps: ...
+
+    def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]: ...
+
+    def specs(self) -> dict[str, AgentSpec]: ...
+
+    def connection(self, agent: str) -> AgentConnection: ...
+
+    async def ensure_acp_session(self, session: NotebookSession, *, trace: dict[str, str] | None = None) -> None: ...
+
+    def cancel_pending_permissions(self, session: NotebookSession) -> None: ...
+
+    async def open_session(
+        self, notebook: str, agent: str | None = None, *, trace: dict[str, str] | None = None
+    ) -> NotebookSession: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+
+
+class Turns:
+    """The sessions' turns (the hub holds one)."""
+
+    def __init__(self, hub: TurnHub) -> None:
+        self.hub = hub
+        #: each agent's turns running at once, at most ``JupyterACP.max_concurrent_turns``
+        self._turn_slots: dict[str, asyncio.Semaphore] = {}
 
     async def prompt(
         self,
@@ -40,11 +91,11 @@ class Turns(HubParts):
         and as ``session/new``'s where the turn opens the session."""
         if session.turn is not None:
             raise HubError("a turn is already running in this session; cancel it or wait for it to end", 409)
-        if session.agent not in self.specs():
+        if session.agent not in self.hub.specs():
             raise HubError(
                 f"agent {session.agent!r} is no longer configured (JupyterACP.agents); its history stays readable", 409
             )
-        conn = self.connections.get(session.agent)
+        conn = self.hub.connections.get(session.agent)
         if conn is not None and conn.init_result:
             refusal = unsupported_content(session.agent, conn.init_result, blocks)
             if refusal:
@@ -52,8 +103,8 @@ class Turns(HubParts):
         turn = Turn(id=uuid.uuid4().hex[:12], prompt=prompt_of(blocks)[:PROMPT_CHARS], user=user, trace=trace)
         session.turn = turn
         session.last_used = time.monotonic()
-        self.emit(session, "turn_started", turn_id=turn.id, prompt=blocks, **({"actor": actor} if actor else {}))
-        turn.task = self.spawn(self._run_turn(session, turn, blocks))
+        self.hub.emit(session, "turn_started", turn_id=turn.id, prompt=blocks, **({"actor": actor} if actor else {}))
+        turn.task = self.hub.spawn(self._run_turn(session, turn, blocks))
         # the turn takes its first step now: a ready agent gets the prompt before our client gets its answer
         await asyncio.sleep(0)
         return turn.id
@@ -61,7 +112,7 @@ class Turns(HubParts):
     def _slots(self, agent: str) -> asyncio.Semaphore:
         slots = self._turn_slots.get(agent)
         if slots is None:
-            slots = self._turn_slots[agent] = asyncio.Semaphore(self.app.max_concurrent_turns)
+            slots = self._turn_slots[agent] = asyncio.Semaphore(self.hub.app.max_concurrent_turns)
         return slots
 
     async def _run_turn(self, session: NotebookSession, turn: Turn, blocks: list[dict[str, Any]]) -> None:
@@ -69,18 +120,18 @@ class Turns(HubParts):
         slots = self._slots(session.agent)
         try:
             if slots.locked():
-                self.emit(
+                self.hub.emit(
                     session,
                     "notice",
                     level="info",
                     phase="queued",
-                    text=f"agent {session.agent!r} already runs {self.app.max_concurrent_turns} turns; "
+                    text=f"agent {session.agent!r} already runs {self.hub.app.max_concurrent_turns} turns; "
                     "this one starts as soon as one ends (JupyterACP.max_concurrent_turns)",
                 )
             async with slots:
                 outcome = await self._turn_body(session, turn, blocks)
         except asyncio.CancelledError:
-            if turn.cancelled and not self.closing:
+            if turn.cancelled and not self.hub.closing:
                 # the user cancelled and the agent did not stop in time (or the turn was still queued)
                 self._end_turn(session, turn, {"stop_reason": "cancelled"})
                 return
@@ -93,12 +144,12 @@ class Turns(HubParts):
         try:
             if session.setup_task is not None:
                 await asyncio.shield(session.setup_task)
-            await self.follower.wait_for_kernel(session)
-            await self.ensure_acp_session(session, trace=turn.trace)
-            if await self.follower.refresh_if_changed(session, in_turn=True):
+            await self.hub.follower.wait_for_kernel(session)
+            await self.hub.ensure_acp_session(session, trace=turn.trace)
+            if await self.hub.follower.refresh_if_changed(session, in_turn=True):
                 # reopened (resumed, loaded, or new and re-seeded)
-                await self.ensure_acp_session(session, trace=turn.trace)
-            conn = self.connection(session.agent)
+                await self.hub.ensure_acp_session(session, trace=turn.trace)
+            conn = self.hub.connection(session.agent)
             refusal = unsupported_content(session.agent, conn.init_result or {}, blocks)
             if refusal:  # the agent started with this prompt waiting: only now are its capabilities known
                 return {"error": refusal, "error_kind": "unsupported_content"}
@@ -106,7 +157,11 @@ class Turns(HubParts):
             if session.reseed:
                 blocks = self._seeded(session, blocks, turn.id)
                 session.reseed = False
-            if not session.primed and session.channels & {MCP_HTTP, MCP_STDIO} and self.specs()[session.agent].preamble:
+            if (
+                not session.primed
+                and session.channels & {MCP_HTTP, MCP_STDIO}
+                and self.hub.specs()[session.agent].preamble
+            ):
                 if not starts_with_command(blocks):  # a slash command keeps the prompt to itself
                     blocks = [*blocks, {"type": "text", "text": notebook_preamble(session.notebook, session.cwd)}]
                     session.primed = True
@@ -135,12 +190,12 @@ class Turns(HubParts):
     def _end_turn(self, session: NotebookSession, turn: Turn, outcome: dict[str, Any]) -> None:
         if session.turn is not turn:
             return
-        self.cancel_pending_permissions(session)
-        self.questions.cancel_pending(session, "the turn ended")
+        self.hub.cancel_pending_permissions(session)
+        self.hub.questions.cancel_pending(session, "the turn ended")
         session.turn = None
         # what the turn changed, ready for its review: {changes, checkpoint} (none when it changed nothing)
-        review = self.review.turn_ended(session, turn.id) if self.review is not None else None
-        self.emit(
+        review = self.hub.review.turn_ended(session, turn.id) if self.hub.review is not None else None
+        self.hub.emit(
             session,
             "turn_ended",
             turn_id=turn.id,
@@ -150,7 +205,7 @@ class Turns(HubParts):
             **({"review": review} if review is not None else {}),
             **outcome,
         )
-        self.follower.turn_ended(session)
+        self.hub.follower.turn_ended(session)
 
     async def _watch_turn(
         self, session: NotebookSession, turn: Turn, conn: AgentConnection, request: asyncio.Future[Any]
@@ -171,7 +226,7 @@ class Turns(HubParts):
     async def _await_prompt(
         self, session: NotebookSession, turn: Turn, conn: AgentConnection, request: asyncio.Future[Any]
     ) -> Any:
-        idle = self.app.turn_idle_timeout
+        idle = self.hub.app.turn_idle_timeout
         while True:
             done, _ = await asyncio.wait({request}, timeout=min(1.0, idle))
             if done:
@@ -183,7 +238,7 @@ class Turns(HubParts):
             if time.monotonic() - silent_since < idle:
                 continue
             await conn.notify("session/cancel", {"sessionId": session.acp_session_id})
-            done, _ = await asyncio.wait({request}, timeout=self.app.cancel_grace)
+            done, _ = await asyncio.wait({request}, timeout=self.hub.app.cancel_grace)
             if done:
                 return await conn.answer(request)
             request.cancel()
@@ -205,14 +260,14 @@ class Turns(HubParts):
         """Prefix a prompt with the recent history, for an agent that lost the conversation."""
         lines: list[str] = []
         # the latest page of the current conversation: a bounded tail
-        for ex in exchanges(self.conversations.tail(session)):
+        for ex in exchanges(self.hub.conversations.tail(session)):
             if ex.turn_id == turn_id:
                 continue
             lines.append(f"User: {ex.prompt}")
             if ex.answer:
                 lines.append(f"Agent: {ex.answer}")
         history = "\n".join(lines)
-        budget = self.app.reseed_history_chars
+        budget = self.hub.app.reseed_history_chars
         if len(history) > budget:
             history = "…" + history[-budget:]
         if not history:
@@ -229,17 +284,17 @@ class Turns(HubParts):
         if turn is None:
             return False
         turn.cancelled = True
-        self.cancel_pending_permissions(session)
-        self.questions.cancel_pending(session, "the turn was stopped")
-        conn = self.connections.get(session.agent)
+        self.hub.cancel_pending_permissions(session)
+        self.hub.questions.cancel_pending(session, "the turn was stopped")
+        conn = self.hub.connections.get(session.agent)
         if conn is not None and session.acp_session_id:
             await conn.notify("session/cancel", {"sessionId": session.acp_session_id})
-        self.spawn(self._force_end(session, turn))
+        self.hub.spawn(self._force_end(session, turn))
         return True
 
     async def _force_end(self, session: NotebookSession, turn: Turn) -> None:
         """An agent that ignores session/cancel (or a turn still queued) still gets its turn ended."""
-        await asyncio.sleep(self.app.cancel_grace)
+        await asyncio.sleep(self.hub.app.cancel_grace)
         if session.turn is turn and turn.task is not None and not turn.task.done():
             turn.task.cancel()
 
@@ -250,8 +305,8 @@ class Turns(HubParts):
         The notebook session (and its id) stays: only its ACP session and its conversation number change; the new
         conversation starts with a marker.
         """
-        await self.conversations.new(session)
-        self.emit(
+        await self.hub.conversations.new(session)
+        self.hub.emit(
             session,
             "notice",
             level="info",
@@ -259,28 +314,28 @@ class Turns(HubParts):
             text="new conversation: the agent does not remember what came before this point "
             "(the earlier one is kept: see the history menu)",
         )
-        return await self.open_session(session.notebook, session.agent)
+        return await self.hub.open_session(session.notebook, session.agent)
 
     async def set_mode(self, session: NotebookSession, mode_id: str) -> None:
         """Switch the agent's session mode (``session/set_mode``) and tell every watcher."""
-        await self.ensure_acp_session(session)
+        await self.hub.ensure_acp_session(session)
         modes = session.modes or {}
         if mode_id not in {m.get("id") for m in modes.get("availableModes") or []}:
             raise HubError(f"{mode_id!r} is not one of the agent's modes", 400)
-        why = self.app.admin_rules.mode(mode_id)
+        why = self.hub.app.admin_rules.mode(mode_id)
         if why:
             raise HubError(why, 403)
-        conn = self.connection(session.agent)
+        conn = self.hub.connection(session.agent)
         try:
             await conn.request("session/set_mode", {"sessionId": session.acp_session_id, "modeId": mode_id}, timeout=30)
         except RpcError as exc:
             raise HubError(f"the agent refused the mode: {exc}", 502) from None
         session.modes = {**modes, "currentModeId": mode_id}
-        self.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+        self.hub.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
 
     async def set_config_option(self, session: NotebookSession, config_id: str, value: Any) -> None:
         """Change one of the agent's session options (``session/set_config_option``)."""
-        await self.ensure_acp_session(session)
+        await self.hub.ensure_acp_session(session)
         option = next((o for o in session.config_options or [] if o.get("id") == config_id), None)
         if option is None:
             raise HubError(f"{config_id!r} is not one of the agent's options", 400)
@@ -290,20 +345,20 @@ class Turns(HubParts):
             if value not in {c.get("value") for c in flat}:
                 raise HubError(f"{value!r} is not one of the choices of {option.get('name') or config_id!r}", 400)
         if option.get("category") == "mode" and isinstance(value, str):
-            why = self.app.admin_rules.mode(value)
+            why = self.hub.app.admin_rules.mode(value)
             if why:
                 raise HubError(why, 403)
         params: dict[str, Any] = {"sessionId": session.acp_session_id, "configId": config_id, "value": value}
         if isinstance(value, bool):
             params["type"] = "boolean"
-        conn = self.connection(session.agent)
+        conn = self.hub.connection(session.agent)
         try:
             result = await conn.request("session/set_config_option", params, timeout=30)
         except RpcError as exc:
             raise HubError(f"the agent refused the option: {exc}", 502) from None
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
             session.config_options = result["configOptions"]
-        self.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+        self.hub.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
 
 
 #: content block types an agent takes only when its ``promptCapabilities`` says so (text and resource links always)
