@@ -58,8 +58,8 @@ __all__ = [
 
 class SessionHub(EventLog):
     """The facade the routes and the app hold: the session registry and the lifecycle here; the event log in its own
-    module (a mixin: the hot path of every streamed token, one object with the hub's state, declared in
-    ``hub_parts.py``); the turns, the agent sessions, the permissions, the gate, the terminals, the tool lists'
+    module (still a mixin, its state declared in ``hub_parts.py``: the store-failure tests reach into it, and a move
+    would rewrite them); the turns, the agent sessions, the permissions, the gate, the terminals, the tool lists'
     follower, the agents' questions, the current agents and the conversations are services it holds, each taking a
     Protocol of what it uses of the hub."""
 

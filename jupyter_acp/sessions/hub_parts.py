@@ -2,8 +2,8 @@
 
 :class:`~jupyter_acp.sessions.hub.SessionHub` holds services (the turns, the agent sessions, the permissions, the
 conversations, the gate, the terminals, the tool lists' follower, the agents' questions, the current agents), each
-built with the hub as a Protocol of what it uses of it, and keeps one part of its own: the event log (a mixin, since
-``emit`` runs once per streamed token and reads the hub's sessions and store directly).  A service that uses another
+built with the hub as a Protocol of what it uses of it, and keeps one part of its own: the event log (still a mixin: the
+store-failure tests reach into its state on the hub, and moving it means rewriting them first).  A service that uses another
 sees it through a narrow Protocol declared here (``GateSteps``, ``QuestionSteps``, ``KernelFollowing``,
 ``ConversationSteps``): their packages import this module, and it imports none of them, so the imports among
 ``sessions/``'s packages stay one way.  :class:`HubParts` declares, for the checker only, the hub state the event log
