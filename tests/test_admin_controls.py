@@ -97,12 +97,15 @@ async def test_a_users_switched_off_agent_stays_off_and_the_admins_entry_is_not_
 
 
 async def test_agents_enabled_by_an_older_version_are_moved_once_and_the_log_says_so(app, jp_config_dir, caplog):
+    # the extension's start (in its own thread) migrates what it finds: let it finish before the old file is written,
+    # or a slow start moves it first and this call finds nothing
+    user_agents = app.user_agents
     legacy = jp_config_dir / "jupyter_server_config.d" / "jupyter_acp_agents.json"
     legacy.parent.mkdir(parents=True, exist_ok=True)
     entry = {"command": "codex-acp", "args": [], "title": "Codex (codex-acp)", "tool_channel": "mcp-http"}
     legacy.write_text(json.dumps({"JupyterACP": {"agents": {"codex": entry, "echo": None}}}))
     caplog.set_level(logging.INFO)
-    assert app.user_agents.migrate(str(jp_config_dir)) == ["codex", "echo"]
+    assert user_agents.migrate(str(jp_config_dir)) == ["codex", "echo"]
     assert not legacy.exists() and legacy.with_name(legacy.name + ".migrated").exists()
     assert "moved from" in caplog.text and "codex, echo" in caplog.text
     specs = restarted(app)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jupyter_acp.magic import turn as magic_turn
+from jupyter_acp.testing.store_faults import fill_the_disk
 
 from .conftest import message_text, scripted
 
@@ -117,8 +118,7 @@ async def test_saving_resumes_at_the_next_flush_once_the_disk_has_room(api, make
     store = hub.store
     s = await api.open(make_notebook("nb.ipynb"), "stream")
     await _turn(api, s["id"])
-    pages = store.db.execute("PRAGMA page_count").fetchone()[0]
-    store.db.execute(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL, as a full disk
+    fill_the_disk(store.db)  # SQLITE_FULL, as a full disk
     _, events = await _turn(api, s["id"])
     assert any(e.get("phase") == "store_failed" for e in events)
     store.db.execute("PRAGMA max_page_count = 1073741823")  # room again

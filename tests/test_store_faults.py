@@ -6,6 +6,8 @@ import sqlite3
 
 import pytest
 
+from jupyter_acp.testing.store_faults import fill_the_disk
+
 from .conftest import message_text, scripted
 
 
@@ -34,9 +36,7 @@ async def test_disk_full_then_recovered(api, make_notebook, jp_serverapp):
     store = _store(jp_serverapp)
     s = await api.open(make_notebook("nb.ipynb"), "stream")
     await _turn(api, s["id"])
-    # SQLITE_FULL is what a full disk gives; max_page_count produces it on demand
-    pages = store.db.execute("PRAGMA page_count").fetchone()[0]
-    store.db.execute(f"PRAGMA max_page_count = {pages}")
+    fill_the_disk(store.db)
     turn, events = await _turn(api, s["id"])
     assert message_text(events, turn) == " ".join(map(str, range(50))), "the turn still streams"
     notices = [e for e in events if e["type"] == "notice" and e.get("phase") == "store_failed"]

@@ -3,18 +3,38 @@
     ServerProcess(..., extensions=FAULTS)  then  POST /jupyter-acp-testing/store {"fail": true | false}
 
 A failing store refuses every commit as a full disk does (SQLite's "database or disk is full": the transaction rolled
-back, the error of the store failing, not of one row). Chosen over ``PRAGMA max_page_count`` (which
-``tests/test_store_faults.py`` uses in-process) because a small event can still fit in a page SQLite has free: a
-test that must know the store failed needs every write to fail. Never enabled outside tests.
+back, the error of the store failing, not of one row). Chosen over ``PRAGMA max_page_count`` alone because a small
+event can still fit in a page SQLite has free: a test that must know the store failed needs every write to fail.
+In-process tests use :func:`fill_the_disk` (the file may not grow, and the room left in it is taken). Never enabled
+outside tests.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
 from tornado import web
+
+
+def fill_the_disk(db: sqlite3.Connection) -> None:
+    """SQLITE_FULL, as a full disk gives it, from the next write on (``db``: the store's own autocommit connection):
+    the file may not grow (``max_page_count``) and the room left in its pages is taken by a filler table (rows down
+    to one byte), so even one small event fails, however a busy machine joins a stream's chunks.  Undo with
+    ``PRAGMA max_page_count = 1073741823``."""
+    db.execute("CREATE TABLE IF NOT EXISTS test_filler (b BLOB)")
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count = {pages}")
+    for size in (4096, 512, 64, 8, 1):
+        try:
+            while True:
+                db.execute("INSERT INTO test_filler VALUES (zeroblob(?))", (size,))
+        except sqlite3.OperationalError as exc:
+            if "full" not in str(exc):
+                raise
+
 
 #: ``ServerProcess(extensions=FAULTS)`` loads this extension next to jupyter_acp
 FAULTS = {"jupyter_acp.testing.store_faults": True}
