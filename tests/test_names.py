@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -31,7 +32,16 @@ def server_app_config():
 
 @pytest.fixture
 def acp_agents(tmp_path):
-    return {"perm": scripted("permission"), "hostile": hostile(tmp_path)}
+    return {
+        "perm": scripted("permission"),
+        "hostile": hostile(tmp_path),
+        # the built-in agent with a model configured offers modes and a model option (no model server is needed)
+        "modelled": {
+            "command": sys.executable,
+            "args": ["-m", "jupyter_acp.agent", "--models", "openai/a,openai/b"],
+            "env": {"JUPYTER_ACP_MODEL": "openai/a"},
+        },
+    }
 
 
 @pytest.fixture
@@ -141,3 +151,19 @@ async def test_an_agents_question_answered_by_the_other_person_names_them(as_use
     resolved = next(e for e in events if e["type"] == "elicitation_resolved")
     assert resolved["action"] == "decline" and resolved["by"] == "bob" and resolved["actor"] == BOB
     validate_event(resolved)
+
+
+async def test_a_mode_switch_and_an_option_change_name_who_made_them(as_user, api, make_notebook):
+    nb = make_notebook("modes.ipynb")
+    s = await as_user("alice", "POST", "sessions", body={"notebook": nb, "agent": "modelled"})
+    ready = await api.wait_for(s["id"], lambda evs: any(e["type"] == "session_ready" for e in evs))
+    modes = next(e for e in ready if e["type"] == "session_ready")["modes"]
+    other = next(m["id"] for m in modes["availableModes"] if m["id"] != modes["currentModeId"])
+    await as_user("bob", "POST", "sessions", s["id"], "mode", body={"mode_id": other})
+    await as_user("alice", "POST", "sessions", s["id"], "config", body={"config_id": "model", "value": "openai/b"})
+    events = await api.events(s["id"])
+    config = [e for e in events if e["type"] == "session_config"]
+    assert [c["actor"] for c in config] == [BOB, ALICE]
+    assert config[0]["modes"]["currentModeId"] == other
+    for e in events:
+        validate_event(e)

@@ -117,7 +117,7 @@ class ModeHandler(BaseHandler):
         """Switch the agent's mode for this session (the agent's own modes, e.g. ask / auto)."""
         body: ModeBody = self.parse(ModeBody)
         session = self.session(session_id)
-        await self.hub.set_mode(session, body.mode_id)
+        await self.hub.set_mode(session, body.mode_id, acting(self))
         self.send(await self.described(session))
 
 
@@ -129,7 +129,7 @@ class ConfigHandler(BaseHandler):
         """Change one of the agent's session options (model, reasoning level, ...)."""
         body: ConfigBody = self.parse(ConfigBody)
         session = self.session(session_id)
-        await self.hub.set_config_option(session, body.config_id, body.value)
+        await self.hub.set_config_option(session, body.config_id, body.value, acting(self))
         self.send(await self.described(session))
 
 

@@ -190,6 +190,7 @@ class SessionConfig(Event):
     type: Literal["session_config"]
     modes: JsonObject | None
     config_options: list[JsonObject] | None
+    actor: Actor | None = _actor("switched the mode or changed the option")
 
 
 class Notice(Event):

@@ -345,11 +345,13 @@ class SessionHub(EventLog):
     async def reset(self, session: NotebookSession) -> NotebookSession:
         return await self.turns.reset(session)
 
-    async def set_mode(self, session: NotebookSession, mode_id: str) -> None:
-        await self.turns.set_mode(session, mode_id)
+    async def set_mode(self, session: NotebookSession, mode_id: str, actor: Actor | None = None) -> None:
+        await self.turns.set_mode(session, mode_id, actor)
 
-    async def set_config_option(self, session: NotebookSession, config_id: str, value: Any) -> None:
-        await self.turns.set_config_option(session, config_id, value)
+    async def set_config_option(
+        self, session: NotebookSession, config_id: str, value: Any, actor: Actor | None = None
+    ) -> None:
+        await self.turns.set_config_option(session, config_id, value, actor)
 
     # -- the permissions (a service: gate/permissions.py), by the names the routes, the gate and the parts use ------
     async def ask_permission(

@@ -128,6 +128,8 @@ export interface ISessionConfigEvent extends IEventBase {
   type: 'session_config';
   modes: { [key: string]: any } | null;
   config_options: { [key: string]: any }[] | null;
+  /** who switched the mode or changed the option (absent: not said, e.g. an older server's event) */
+  actor?: IActor;
 }
 
 /**

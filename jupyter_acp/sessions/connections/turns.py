@@ -316,8 +316,8 @@ class Turns:
         )
         return await self.hub.open_session(session.notebook, session.agent)
 
-    async def set_mode(self, session: NotebookSession, mode_id: str) -> None:
-        """Switch the agent's session mode (``session/set_mode``) and tell every watcher."""
+    async def set_mode(self, session: NotebookSession, mode_id: str, actor: Actor | None = None) -> None:
+        """Switch the agent's session mode (``session/set_mode``) and tell every watcher (and who: ``actor``)."""
         await self.hub.ensure_acp_session(session)
         modes = session.modes or {}
         if mode_id not in {m.get("id") for m in modes.get("availableModes") or []}:
@@ -331,10 +331,18 @@ class Turns:
         except RpcError as exc:
             raise HubError(f"the agent refused the mode: {exc}", 502) from None
         session.modes = {**modes, "currentModeId": mode_id}
-        self.hub.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+        self.hub.emit(
+            session,
+            "session_config",
+            modes=session.modes,
+            config_options=session.config_options,
+            **({"actor": actor} if actor else {}),
+        )
 
-    async def set_config_option(self, session: NotebookSession, config_id: str, value: Any) -> None:
-        """Change one of the agent's session options (``session/set_config_option``)."""
+    async def set_config_option(
+        self, session: NotebookSession, config_id: str, value: Any, actor: Actor | None = None
+    ) -> None:
+        """Change one of the agent's session options (``session/set_config_option``); ``actor``: who."""
         await self.hub.ensure_acp_session(session)
         option = next((o for o in session.config_options or [] if o.get("id") == config_id), None)
         if option is None:
@@ -358,7 +366,13 @@ class Turns:
             raise HubError(f"the agent refused the option: {exc}", 502) from None
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
             session.config_options = result["configOptions"]
-        self.hub.emit(session, "session_config", modes=session.modes, config_options=session.config_options)
+        self.hub.emit(
+            session,
+            "session_config",
+            modes=session.modes,
+            config_options=session.config_options,
+            **({"actor": actor} if actor else {}),
+        )
 
 
 #: content block types an agent takes only when its ``promptCapabilities`` says so (text and resource links always)
