@@ -16,6 +16,7 @@ import type { Title, Widget } from '@lumino/widgets';
 
 import type { AcpApi } from './api';
 import { requestTitle } from './asking';
+import { trans } from './i18n';
 import { IAcpEvent, IPermissionOption, optionOrder } from './model';
 import { ISessionActivity, activityOf, badgeOf, byNotebook, INotebookActivity, total } from './summary';
 
@@ -160,7 +161,9 @@ export class ActivityMonitor {
       title.dataset = data;
     }
     if (baseCaption !== undefined) {
-      const caption = badge ? `${baseCaption} (${badge.words})` : baseCaption;
+      const caption = badge
+        ? trans._p('the sidebar caption, then its badge in words', '%1 (%2)', baseCaption, badge.words)
+        : baseCaption;
       if (title.caption !== caption) {
         title.caption = caption;
       }
@@ -221,7 +224,7 @@ export class ActivityMonitor {
     const event = events.find(e => e.type === 'permission_request' && String(e.request_id) === requestId) ?? null;
     const name = session.notebook.split('/').pop() || session.notebook;
     // the card's title: an agent's request often names only a tool call it announced before
-    const what = requestTitle(events, requestId, String(event?.tool_call?.title ?? '') || 'a tool');
+    const what = requestTitle(events, requestId, String(event?.tool_call?.title ?? '') || trans.__('a tool'));
     const options: IPermissionOption[] = Array.isArray(event?.options) ? event!.options : [];
     const ordered = optionOrder(options);
     const allow = ordered.find(o => o.kind === 'allow_once') ?? ordered.find(o => o.kind?.startsWith('allow'));
@@ -232,34 +235,40 @@ export class ActivityMonitor {
         () => this.refresh(),
         err =>
           Notification.error(
-            `Could not answer “${what}” in ${name} (${label}): ${(err as Error).message}. Open the conversation to see it.`,
+            trans.__(
+              'Could not answer “%1” in %2 (%3): %4. Open the conversation to see it.',
+              what,
+              name,
+              label,
+              (err as Error).message
+            ),
             { autoClose: 8000 }
           )
       );
     };
     if (allow) {
       actions.push({
-        label: 'Allow once',
-        caption: `Allow “${what}” this once (the agent's option “${allow.name}”)`,
+        label: trans.__('Allow once'),
+        caption: trans.__("Allow “%1” this once (the agent's option “%2”)", what, allow.name),
         displayType: 'accent',
-        callback: () => answer(allow.optionId, 'Allow once')
+        callback: () => answer(allow.optionId, trans.__('Allow once'))
       });
     }
     if (reject) {
       actions.push({
-        label: 'Reject',
-        caption: `Reject “${what}” (the agent's option “${reject.name}”)`,
+        label: trans.__('Reject'),
+        caption: trans.__("Reject “%1” (the agent's option “%2”)", what, reject.name),
         displayType: 'warn',
-        callback: () => answer(reject.optionId, 'Reject')
+        callback: () => answer(reject.optionId, trans.__('Reject'))
       });
     }
     actions.push({
-      label: 'Open',
-      caption: `Open ${session.notebook} and its conversation with the agent`,
+      label: trans.__('Open'),
+      caption: trans.__('Open %1 and its conversation with the agent', session.notebook),
       displayType: 'link',
       callback: () => void this._host.reveal(session.notebook)
     });
-    return Notification.warning(`The agent in ${name} asks to run “${what}”.`, {
+    return Notification.warning(trans.__('The agent in %1 asks to run “%2”.', name, what), {
       autoClose: false,
       actions,
       data: { 'jupyter-acp': { session: session.id, request: requestId } }

@@ -10,6 +10,7 @@ import { stopIcon } from '@jupyterlab/ui-components';
 import { AcpApi, ApiError } from './api';
 import { ImageTray } from './attach';
 import { button, el } from './dom';
+import { trans } from './i18n';
 import type { SessionView } from './session';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -56,25 +57,38 @@ export class Composer {
 
   constructor(private readonly _host: IComposerHost) {
     this.input.rows = 3;
-    this.input.placeholder = 'Ask the agent… (/ commands, @ variables)';
-    this.input.title =
-      'Enter sends, Shift+Enter adds a line, / lists the agent’s commands, @ attaches a kernel variable';
-    this.input.setAttribute('aria-label', 'Message to the agent');
+    this.input.placeholder = trans.__('Ask the agent… (/ commands, @ variables)');
+    this.input.title = trans.__(
+      'Enter sends, Shift+Enter adds a line, / lists the agent’s commands, @ attaches a kernel variable'
+    );
+    this.input.setAttribute('aria-label', trans.__('Message to the agent'));
     this.input.addEventListener('keydown', e => this._onKey(e));
     this.input.addEventListener('input', () => this._updateMenu());
     // the selection may have changed (typed into the cell, selected text) since the chip was drawn
     this.input.addEventListener('focus', () => this.updateChip());
     this.chip.addEventListener('mouseenter', () => this.updateChip());
     this._menu.setAttribute('role', 'listbox');
-    this._menu.setAttribute('aria-label', 'Agent commands');
+    this._menu.setAttribute('aria-label', trans.__('Agent commands'));
     this._menu.hidden = true;
     this.chip.type = 'button';
     this.chip.addEventListener('click', () => {
       this._includeSelection = !this._selectionOn();
       this.updateChip();
     });
-    this.send = button('Send', 'jp-mod-accept jp-ACP-send', () => void this.sendPrompt(), undefined, 'Send (Enter)');
-    this.stop = button('Stop', 'jp-mod-warn jp-ACP-stop', () => void this.cancel(), stopIcon, 'Stop the agent');
+    this.send = button(
+      trans.__('Send'),
+      'jp-mod-accept jp-ACP-send',
+      () => void this.sendPrompt(),
+      undefined,
+      trans.__('Send (Enter)')
+    );
+    this.stop = button(
+      trans.__('Stop'),
+      'jp-mod-warn jp-ACP-stop',
+      () => void this.cancel(),
+      stopIcon,
+      trans.__('Stop the agent')
+    );
     this.images = new ImageTray({
       api: _host.api,
       agentName: () => _host.view?.info.agent ?? null,
@@ -116,7 +130,7 @@ export class Composer {
     }
     if (text) {
       return {
-        label: `Selection in cell ${index + 1}`,
+        label: trans.__('Selection in cell %1', index + 1),
         block: {
           type: 'resource',
           resource: {
@@ -138,17 +152,18 @@ export class Composer {
     const parts = selected.map(
       ({ c, i }) => `# cell ${i + 1} (${c.model.type}, id ${c.model.id})\n${c.model.sharedModel.getSource()}`
     );
-    const label =
-      selected.length > 1
-        ? `Cells ${selected[0].i + 1}–${selected[selected.length - 1].i + 1}`
-        : `Cell ${selected[0].i + 1}`;
+    const first = selected[0].i + 1;
+    const last = selected[selected.length - 1].i + 1;
+    const label = selected.length > 1 ? trans.__('Cells %1–%2', first, last) : trans.__('Cell %1', first);
+    // the resource's title is read by the agent: English whatever the page's language
+    const title = selected.length > 1 ? `cells ${first}–${last}` : `cell ${first}`;
     return {
       label,
       block: {
         type: 'resource',
         resource: {
           uri: `${path}#cell=${selected.map(({ c }) => c.model.id).join(',')}`,
-          title: label.toLowerCase(),
+          title,
           mimeType: 'text/x-python',
           text: parts.join('\n\n')
         }
@@ -163,24 +178,28 @@ export class Composer {
     this.chip.textContent = '';
     this.chip.className = 'jp-ACP-chip' + (on ? ' jp-mod-on' : '');
     this.chip.setAttribute('aria-pressed', String(on));
-    const label = sel ? sel.label : 'nothing selected';
+    const label = sel ? sel.label : trans.__('nothing selected');
     this.chip.classList.toggle('jp-mod-empty', on && !sel);
     this.chip.appendChild(el('span', 'jp-ACP-chipMark', on ? '✓' : '+'));
-    this.chip.appendChild(el('span', 'jp-ACP-chipLabel', on ? `Include: ${label}` : 'Include selection'));
+    this.chip.appendChild(
+      el('span', 'jp-ACP-chipLabel', on ? trans.__('Include: %1', label) : trans.__('Include selection'))
+    );
     // the tooltip previews what goes with the prompt
     const text: string = sel?.block.resource.text ?? '';
     const lines = text.split('\n');
     const preview = lines.slice(0, 12).join('\n').slice(0, 600) + (lines.length > 12 || text.length > 600 ? '\n…' : '');
     this.chip.title = !on
-      ? 'Click to send the selected cell or text with your prompt.'
+      ? trans.__('Click to send the selected cell or text with your prompt.')
       : sel
-        ? `Goes with your prompt (click to leave it out):\n\n${preview}`
-        : 'Nothing to include: select text or a cell that is not empty. Click to stop including the selection.';
+        ? trans.__('Goes with your prompt (click to leave it out):\n\n%1', preview)
+        : trans.__(
+            'Nothing to include: select text or a cell that is not empty. Click to stop including the selection.'
+          );
     this.chip.setAttribute(
       'aria-label',
       on
-        ? `Include: ${label} (goes with the prompt; click to leave it out)`
-        : 'Include selection (click to send the selected cell or text with the prompt)'
+        ? trans.__('Include: %1 (goes with the prompt; click to leave it out)', label)
+        : trans.__('Include selection (click to send the selected cell or text with the prompt)')
     );
   }
 
@@ -247,7 +266,7 @@ export class Composer {
       const matches = commands.filter(c => c.name.startsWith(m[1]));
       this._fillMenu(
         matches.map(c => ({ label: '/' + c.name, detail: c.description ?? '', apply: () => `/${c.name} ` })),
-        'Agent commands'
+        trans.__('Agent commands')
       );
       return;
     }
@@ -318,10 +337,10 @@ export class Composer {
     this._fillMenu(
       names.map(n => ({
         label: '@' + n,
-        detail: this._kinds.get(n) ?? 'variable',
+        detail: this._kinds.get(n) ?? trans.__('variable'),
         apply: () => `${before}@${n} ${after.replace(/^\s+/, '')}`
       })),
-      'Kernel variables'
+      trans.__('Kernel variables')
     );
   }
 
@@ -374,7 +393,7 @@ export class Composer {
       return;
     }
     if (view.model.runningTurn && !this._host.queue) {
-      this._host.flash('The agent is still working: wait, or press Stop.', 'warning');
+      this._host.flash(trans.__('The agent is still working: wait, or press Stop.'), 'warning');
       return;
     }
     if (text && !this.images.count && this._host.hold?.(view, text)) {
@@ -421,8 +440,8 @@ export class Composer {
       }
       this._host.flash(
         status === 409
-          ? 'The agent is still working on the previous prompt.'
-          : `Could not send: ${(err as Error).message}`,
+          ? trans.__('The agent is still working on the previous prompt.')
+          : trans.__('Could not send: %1', (err as Error).message),
         status === 409 ? 'warning' : 'error'
       );
     }
@@ -440,7 +459,7 @@ export class Composer {
       await this._host.api.cancel(view.info.id);
     } catch (err) {
       view.stopping = null;
-      this._host.flash(`Could not stop: ${(err as Error).message}`);
+      this._host.flash(trans.__('Could not stop: %1', (err as Error).message));
     } finally {
       this.stop.disabled = false;
     }

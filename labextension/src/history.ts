@@ -10,6 +10,7 @@ import { historyIcon } from '@jupyterlab/ui-components';
 
 import { AcpApi, IConversationInfo, ISessionInfo } from './api';
 import { button, el } from './dom';
+import { trans } from './i18n';
 import { ChatModel } from './model';
 import { IRenderContext, renderItem } from './renderers';
 import type { IEntry, SessionView } from './session';
@@ -74,13 +75,13 @@ export class HistoryMenu {
       'jp-ACP-iconButton jp-ACP-historyButton',
       () => void this.toggle(),
       historyIcon,
-      'Earlier conversations of this notebook'
+      trans.__('Earlier conversations of this notebook')
     );
     this.button.setAttribute('aria-haspopup', 'menu');
     this.button.setAttribute('aria-expanded', 'false');
     this.menu.hidden = true;
     this.menu.setAttribute('role', 'menu');
-    this.menu.setAttribute('aria-label', 'Conversations of this notebook');
+    this.menu.setAttribute('aria-label', trans.__('Conversations of this notebook'));
     this.menu.addEventListener('keydown', e => {
       if (e.key === 'Escape') {
         this.closeMenu();
@@ -126,15 +127,18 @@ export class HistoryMenu {
     this.button.setAttribute('aria-expanded', 'true');
     this.menu.textContent = '';
     this.menu.append(
-      el('div', 'jp-ACP-historyHead', 'Conversations in this notebook'),
-      el('div', 'jp-ACP-muted', 'Loading…')
+      el('div', 'jp-ACP-historyHead', trans.__('Conversations in this notebook')),
+      el('div', 'jp-ACP-muted', trans.__('Loading…'))
     );
     let convs: IConversationInfo[];
     try {
       convs = await this._host.api.conversations(view.info.id);
     } catch (err) {
       if (token === this._token) {
-        this.menu.lastElementChild!.textContent = `Could not list the conversations: ${(err as Error).message}`;
+        this.menu.lastElementChild!.textContent = trans.__(
+          'Could not list the conversations: %1',
+          (err as Error).message
+        );
       }
       return;
     }
@@ -146,11 +150,15 @@ export class HistoryMenu {
 
   private _renderList(view: SessionView, convs: IConversationInfo[]): void {
     this.menu.textContent = '';
-    this.menu.append(el('div', 'jp-ACP-historyHead', 'Conversations in this notebook'));
+    this.menu.append(el('div', 'jp-ACP-historyHead', trans.__('Conversations in this notebook')));
     const earlier = convs.filter(c => !c.current);
     if (!earlier.length) {
       this.menu.append(
-        el('div', 'jp-ACP-historyEmpty', 'No earlier conversation yet: “New conversation” keeps this one here.')
+        el(
+          'div',
+          'jp-ACP-historyEmpty',
+          trans.__('No earlier conversation yet: “New conversation” keeps this one here.')
+        )
       );
     }
     for (const c of convs) {
@@ -161,22 +169,22 @@ export class HistoryMenu {
       row.classList.toggle('jp-mod-current', c.current);
       const open = el('button', 'jp-ACP-historyOpen');
       open.type = 'button';
-      open.append(el('span', 'jp-ACP-historyTitle', c.title || '(no prompt yet)'));
+      open.append(el('span', 'jp-ACP-historyTitle', c.title || trans.__('(no prompt yet)')));
       const meta = [when(c), c.agent];
       if (c.kind === 'ours') {
-        meta.push(`${c.turns ?? 0} turn${c.turns === 1 ? '' : 's'}`);
+        meta.push(trans._n('%1 turn', '%1 turns', c.turns ?? 0));
       }
       open.append(el('span', 'jp-ACP-historyMeta', meta.filter(Boolean).join(' · ')));
       if (c.current) {
-        open.append(el('span', 'jp-ACP-historyBadge', 'current'));
-        open.title = 'The conversation shown in the panel';
+        open.append(el('span', 'jp-ACP-historyBadge', trans.__('current')));
+        open.title = trans.__('The conversation shown in the panel');
         open.addEventListener('click', () => this.close());
       } else if (c.kind === 'agent') {
-        open.append(el('span', 'jp-ACP-historyBadge', 'agent’s own'));
-        open.title = 'A session the agent keeps itself for this folder: resume it to read and continue it';
+        open.append(el('span', 'jp-ACP-historyBadge', trans.__('agent’s own')));
+        open.title = trans.__('A session the agent keeps itself for this folder: resume it to read and continue it');
         open.disabled = true;
       } else {
-        open.title = 'Read this conversation (read-only)';
+        open.title = trans.__('Read this conversation (read-only)');
         open.addEventListener('click', () => void this._openArchive(view, c));
       }
       row.append(open);
@@ -184,22 +192,22 @@ export class HistoryMenu {
         const actions = el('div', 'jp-ACP-historyActions');
         actions.append(
           button(
-            'Resume',
+            trans.__('Resume'),
             'jp-ACP-historyResume',
             () => void this._resume(view, c),
             undefined,
             // the visible word leads the accessible name (WCAG 2.5.3, "label in name")
-            'Resume: make it the current conversation again'
+            trans.__('Resume: make it the current conversation again')
           )
         );
         if (c.kind === 'ours') {
           actions.append(
             button(
-              'Delete',
+              trans.__('Delete'),
               'jp-ACP-historyDelete',
               () => this._confirmDelete(view, c, row),
               undefined,
-              'Delete this conversation'
+              trans.__('Delete this conversation')
             )
           );
         }
@@ -216,15 +224,15 @@ export class HistoryMenu {
     }
     actions.textContent = '';
     actions.append(
-      el('span', 'jp-ACP-historyConfirm', 'Delete it for good?'),
+      el('span', 'jp-ACP-historyConfirm', trans.__('Delete it for good?')),
       button(
-        'Delete',
+        trans.__('Delete'),
         'jp-ACP-historyDeleteYes',
         () => void this._delete(view, c),
         undefined,
-        'Delete this conversation and its history'
+        trans.__('Delete this conversation and its history')
       ),
-      button('Keep', 'jp-ACP-historyDeleteNo', () => void this.refresh(), undefined, 'Keep it')
+      button(trans.__('Keep'), 'jp-ACP-historyDeleteNo', () => void this.refresh(), undefined, trans.__('Keep it'))
     );
   }
 
@@ -233,7 +241,7 @@ export class HistoryMenu {
     try {
       answer = await this._host.api.deleteConversation(view.info.id, c.id!);
     } catch (err) {
-      this._host.flash(`Could not delete the conversation: ${(err as Error).message}`);
+      this._host.flash(trans.__('Could not delete the conversation: %1', (err as Error).message));
       return;
     }
     if (this._reading?.info.id === view.info.id && this.archive.dataset.cid === c.id) {
@@ -241,10 +249,14 @@ export class HistoryMenu {
     }
     if (answer.agent_error) {
       // ours is gone; the agent's own copy stayed (it failed session/delete): say so, it is not a success
-      this._host.flash(`Conversation deleted here; ${view.info.agent} kept its copy: ${answer.agent_error}`);
+      this._host.flash(
+        trans.__('Conversation deleted here; %1 kept its copy: %2', view.info.agent, answer.agent_error)
+      );
     } else {
       this._host.flash(
-        answer.agent_deleted ? 'Conversation deleted, here and by the agent.' : 'Conversation deleted.',
+        answer.agent_deleted
+          ? trans.__('Conversation deleted, here and by the agent.')
+          : trans.__('Conversation deleted.'),
         'info'
       );
     }
@@ -256,11 +268,11 @@ export class HistoryMenu {
     try {
       await this._host.api.resumeConversation(view.info.id, c.id!);
     } catch (err) {
-      this._host.flash(`Could not resume the conversation: ${(err as Error).message}`);
+      this._host.flash(trans.__('Could not resume the conversation: %1', (err as Error).message));
       return;
     }
     this.close();
-    this._host.flash('Conversation resumed: the agent picks it up with your next prompt.', 'info');
+    this._host.flash(trans.__('Conversation resumed: the agent picks it up with your next prompt.'), 'info');
     void this._host.reload();
   }
 
@@ -273,25 +285,31 @@ export class HistoryMenu {
     this._banner.textContent = '';
     const label = el('div', 'jp-ACP-archiveLabel');
     label.append(
-      el('strong', '', 'Earlier conversation'),
-      el('span', 'jp-ACP-muted', ` — ${[when(c), c.agent].filter(Boolean).join(' · ')}`)
+      el('strong', '', trans.__('Earlier conversation')),
+      el('span', 'jp-ACP-muted', trans.__(' — %1', [when(c), c.agent].filter(Boolean).join(' · ')))
     );
     this._banner.append(
       label,
       button(
-        'Resume',
+        trans.__('Resume'),
         'jp-ACP-archiveResume',
         () => void this._resume(view, c),
         undefined,
-        'Resume: make it the current conversation again'
+        trans.__('Resume: make it the current conversation again')
       ),
-      button('Back', 'jp-ACP-archiveBack', () => this._closeArchive(), undefined, 'Back to the current conversation')
+      button(
+        trans.__('Back'),
+        'jp-ACP-archiveBack',
+        () => this._closeArchive(),
+        undefined,
+        trans.__('Back to the current conversation')
+      )
     );
     this.archive.textContent = '';
     this.archive.append(this._banner, archive.log);
     this.archive.hidden = false;
     this._host.node.classList.add('jp-ACP-reading');
-    archive.log.append(el('div', 'jp-ACP-muted', 'Loading…'));
+    archive.log.append(el('div', 'jp-ACP-muted', trans.__('Loading…')));
     try {
       let after = 0;
       for (let page = 0; page < MAX_PAGES; page++) {
@@ -306,7 +324,7 @@ export class HistoryMenu {
         after = events[events.length - 1].seq;
       }
     } catch (err) {
-      archive.log.textContent = `Could not read the conversation: ${(err as Error).message}`;
+      archive.log.textContent = trans.__('Could not read the conversation: %1', (err as Error).message);
       return;
     }
     archive.model.runningTurn = null; // an earlier conversation runs nothing
@@ -327,7 +345,7 @@ export class HistoryMenu {
           requestAnimationFrame(() => this._renderArchive(archive));
         }
       },
-      resend: () => this._host.flash('Resume this conversation to continue it.', 'info')
+      resend: () => this._host.flash(trans.__('Resume this conversation to continue it.'), 'info')
     };
     for (const item of archive.model.items) {
       let entry = archive.nodes.get(item.id);

@@ -19,6 +19,7 @@ import type { CommandRegistry } from '@lumino/commands';
 
 import type { AcpApi } from './api';
 import { button, el } from './dom';
+import { trans } from './i18n';
 import type { SessionView } from './session';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -142,14 +143,16 @@ export class SetupCard {
 
   constructor(private readonly _host: ISetupHost) {
     this.node.hidden = true;
-    this.node.setAttribute('aria-label', 'Set up the agent');
+    this.node.setAttribute('aria-label', trans.__('Set up the agent'));
     setupRequests.addEventListener('model', e => {
       const agent = String((e as CustomEvent).detail ?? '');
       if (this._host.view?.info.agent !== agent) {
         return;
       }
       if (this._settings && this._settings.name === agent && !this._settings.builtin) {
-        this._host.flash(`The model and key of ${agent} are its own settings (its configuration or its login)`);
+        this._host.flash(
+          trans.__('The model and key of %1 are its own settings (its configuration or its login)', agent)
+        );
         return;
       }
       this._forced = agent;
@@ -236,9 +239,17 @@ export class SetupCard {
     const row = el('div', 'jp-ACP-logoutRow');
     if (this._confirmLogout) {
       row.append(
-        el('span', 'jp-ACP-muted', `Log out of ${s.name}? It asks you to log in again when it next needs to.`),
-        button(this._busy ? 'Logging out…' : 'Log out', 'jp-ACP-logoutYes', () => void this._logout(s)),
-        button('Keep', 'jp-ACP-logoutNo', () => {
+        el(
+          'span',
+          'jp-ACP-muted',
+          trans.__('Log out of %1? It asks you to log in again when it next needs to.', s.name)
+        ),
+        button(
+          this._busy ? trans.__('Logging out…') : trans.__('Log out'),
+          'jp-ACP-logoutYes',
+          () => void this._logout(s)
+        ),
+        button(trans.__('Keep'), 'jp-ACP-logoutNo', () => {
           this._confirmLogout = false;
           this._host.renderChrome();
         })
@@ -246,7 +257,7 @@ export class SetupCard {
     } else {
       row.append(
         button(
-          `Log out of ${s.name}`,
+          trans.__('Log out of %1', s.name),
           'jp-ACP-linkButton jp-ACP-logoutButton',
           () => {
             this._confirmLogout = true;
@@ -254,7 +265,7 @@ export class SetupCard {
             this._host.renderChrome();
           },
           undefined,
-          `Log out of ${s.name}: the account it works for`
+          trans.__('Log out of %1: the account it works for', s.name)
         )
       );
     }
@@ -270,9 +281,9 @@ export class SetupCard {
     try {
       this._settings = await logout(this._host.api, s.name);
       this._confirmLogout = false;
-      this._host.flash(`Logged out of ${s.name}: it asks you to log in when it next needs to`, 'info');
+      this._host.flash(trans.__('Logged out of %1: it asks you to log in when it next needs to', s.name), 'info');
     } catch (err) {
-      this._error = `Not logged out: ${(err as Error).message}`;
+      this._error = trans.__('Not logged out: %1', (err as Error).message);
     } finally {
       this._busy = false;
       this._host.renderChrome();
@@ -303,22 +314,24 @@ export class SetupCard {
   // -- the built-in agent's model ----------------------------------------------------------------
   private _modelForm(s: IAgentSettings): void {
     const form = el('form', 'jp-ACP-setupForm');
-    form.setAttribute('aria-label', "The built-in agent's model");
+    form.setAttribute('aria-label', trans.__("The built-in agent's model"));
     const forced = !s.needs_model;
     const fixed = s.fixed_by_admin ?? {};
     form.append(
       el(
         'div',
         'jp-ACP-setupTitle',
-        forced ? "The built-in agent's model and key" : 'Choose a model for the built-in agent'
+        forced ? trans.__("The built-in agent's model and key") : trans.__('Choose a model for the built-in agent')
       ),
       el(
         'p',
         'jp-ACP-setupHint',
         fixed.model && fixed.key
-          ? 'Your admin set this agent’s model, endpoint and key on the server: they cannot be changed here.'
-          : 'A litellm model string and its provider key. Both stay on this server, for this agent only (a private ' +
-              "file); a variable set in Jupyter's environment wins. Saving restarts only this agent."
+          ? trans.__('Your admin set this agent’s model, endpoint and key on the server: they cannot be changed here.')
+          : trans.__(
+              'A litellm model string and its provider key. Both stay on this server, for this agent only (a private ' +
+                "file); a variable set in Jupyter's environment wins. Saving restarts only this agent."
+            )
       )
     );
     const listId = `jp-ACP-models-${++lists}`;
@@ -326,7 +339,7 @@ export class SetupCard {
     model.name = 'model';
     model.placeholder = 'openai/gpt-4o-mini';
     model.setAttribute('list', listId);
-    model.setAttribute('aria-label', 'Model');
+    model.setAttribute('aria-label', trans.__('Model'));
     model.autocomplete = 'off';
     model.required = true;
     model.value = this._typed.model ?? s.model ?? '';
@@ -338,7 +351,7 @@ export class SetupCard {
       datalist.appendChild(o);
     }
     const keyVar = el('select', 'jp-ACP-setupInput jp-ACP-setupKeyVar');
-    keyVar.setAttribute('aria-label', 'Key variable');
+    keyVar.setAttribute('aria-label', trans.__('Key variable'));
     const vars = this._models?.key_vars?.length ? this._models.key_vars : ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY'];
     for (const v of vars) {
       const o = el('option', '', v + (s.settings[v] && s.settings[v] !== 'unset' ? ` (${s.settings[v]})` : ''));
@@ -361,12 +374,12 @@ export class SetupCard {
     key.type = 'password';
     key.name = 'key';
     key.autocomplete = 'off';
-    key.placeholder = 'API key (leave empty to keep the current one)';
-    key.setAttribute('aria-label', 'API key');
+    key.placeholder = trans.__('API key (leave empty to keep the current one)');
+    key.setAttribute('aria-label', trans.__('API key'));
     const base = el('input', 'jp-ACP-setupInput jp-ACP-setupBase');
     base.name = 'api_base';
-    base.placeholder = 'API base URL (optional: a local or compatible server)';
-    base.setAttribute('aria-label', 'API base URL');
+    base.placeholder = trans.__('API base URL (optional: a local or compatible server)');
+    base.setAttribute('aria-label', trans.__('API base URL'));
     base.autocomplete = 'off';
     // what was typed survives the card's rebuilds (Saving…, suggestions arriving) until a Save succeeds
     key.value = this._typed.key ?? '';
@@ -378,14 +391,18 @@ export class SetupCard {
       input.addEventListener('input', remember);
       input.addEventListener('change', remember);
     }
-    const save = el('button', 'jp-ACP-button jp-ACP-setupSave', this._busy ? 'Saving…' : 'Save and restart the agent');
+    const save = el(
+      'button',
+      'jp-ACP-button jp-ACP-setupSave',
+      this._busy ? trans.__('Saving…') : trans.__('Save and restart the agent')
+    );
     save.type = 'submit';
     save.disabled = this._busy;
     const actions = el('div', 'jp-ACP-setupActions');
     actions.appendChild(save);
     if (forced) {
       actions.appendChild(
-        button('Close', 'jp-ACP-setupClose', () => {
+        button(trans.__('Close'), 'jp-ACP-setupClose', () => {
           this._forced = null;
           this._host.renderChrome();
         })
@@ -396,20 +413,20 @@ export class SetupCard {
     model.disabled = base.disabled = !!fixedModel;
     keyVar.disabled = key.disabled = !!fixed.key;
     if (fixedModel) {
-      base.placeholder = 'set by your admin';
+      base.placeholder = trans.__('set by your admin');
     }
     if (fixed.key) {
-      key.placeholder = 'from the server’s environment';
+      key.placeholder = trans.__('from the server’s environment');
     }
     save.disabled = this._busy || (!!fixedModel && !!fixed.key);
     form.append(
-      this._row('Model', model),
+      this._row(trans.__('Model'), model),
       datalist,
       ...this._fixedNote(fixedModel),
-      this._row('Key variable', keyVar),
-      this._row('Key', key),
+      this._row(trans.__('Key variable'), keyVar),
+      this._row(trans.__('Key'), key),
       ...this._fixedNote(fixed.key),
-      this._row('API base', base),
+      this._row(trans.__('API base'), base),
       actions
     );
     const held = this._held;
@@ -417,9 +434,9 @@ export class SetupCard {
       const waiting = el('div', 'jp-ACP-setupHeld');
       waiting.setAttribute('role', 'status');
       waiting.append(
-        el('strong', '', 'Your prompt waits for the model: '),
+        el('strong', '', trans.__('Your prompt waits for the model: ')),
         el('span', 'jp-ACP-setupHeldText', held.text),
-        el('span', 'jp-ACP-muted', ' — it is sent when you save.')
+        el('span', 'jp-ACP-muted', trans.__(' — it is sent when you save.'))
       );
       form.insertBefore(waiting, form.children[2] ?? null);
     }
@@ -452,7 +469,7 @@ export class SetupCard {
     }
     const note = el('div', 'jp-ACP-setupFixed');
     note.dataset.fixedByAdmin = 'true';
-    note.append(el('strong', '', 'Set by your admin: '), document.createTextNode(reason));
+    note.append(el('strong', '', trans.__('Set by your admin: ')), document.createTextNode(reason));
     return [note];
   }
 
@@ -471,10 +488,10 @@ export class SetupCard {
       this._settings = s; // before `done`: a prompt it sends finds the agent set up
       this._forced = null;
       done();
-      this._host.flash(s.notice || `Settings of ${agent} saved`, 'info');
+      this._host.flash(s.notice || trans.__('Settings of %1 saved', agent), 'info');
       this._host.agentsChanged();
     } catch (err) {
-      this._error = `Not saved: ${(err as Error).message}`;
+      this._error = trans.__('Not saved: %1', (err as Error).message);
     } finally {
       this._busy = false;
       this._host.renderChrome();
@@ -485,10 +502,10 @@ export class SetupCard {
   private _loginCard(s: IAgentSettings, problem: unknown): void {
     const card = el('div', 'jp-ACP-setupForm jp-ACP-loginCard');
     card.setAttribute('role', 'group');
-    card.setAttribute('aria-label', `Log in to ${s.name}`);
+    card.setAttribute('aria-label', trans.__('Log in to %1', s.name));
     card.append(
-      el('div', 'jp-ACP-setupTitle', `${s.name} needs you to log in`),
-      el('p', 'jp-ACP-setupHint', 'Pick one of the ways it offers:')
+      el('div', 'jp-ACP-setupTitle', trans.__('%1 needs you to log in', s.name)),
+      el('p', 'jp-ACP-setupHint', trans.__('Pick one of the ways it offers:'))
     );
     const fixedLogin = s.fixed_by_admin?.login;
     card.append(...this._fixedNote(fixedLogin));
@@ -498,13 +515,13 @@ export class SetupCard {
       const text = el('div', 'jp-ACP-loginText');
       text.append(el('strong', '', m.name));
       if (m.description) {
-        text.append(el('span', 'jp-ACP-muted', ` — ${m.description}`));
+        text.append(el('span', 'jp-ACP-muted', trans.__(' — %1', m.description)));
       }
       row.appendChild(text);
       if (m.kind === 'agent') {
         row.appendChild(
           button(
-            this._busy ? 'Logging in…' : 'Log in',
+            this._busy ? trans.__('Logging in…') : trans.__('Log in'),
             'jp-ACP-loginButton',
             () => void this._authenticate(s, m, problem)
           )
@@ -516,7 +533,7 @@ export class SetupCard {
           input.autocomplete = 'off';
           input.placeholder = s.settings[v] && s.settings[v] !== 'unset' ? `${v} (${s.settings[v]})` : v;
           input.setAttribute('aria-label', v);
-          const save = button('Save and restart', 'jp-ACP-loginButton', () => {
+          const save = button(trans.__('Save and restart'), 'jp-ACP-loginButton', () => {
             if (!input.value) {
               return;
             }
@@ -534,7 +551,7 @@ export class SetupCard {
           el('div', 'jp-ACP-setupError jp-ACP-loginRefused', m.refused)
         );
       } else if (m.kind === 'terminal' && m.command) {
-        const open = button('Open a terminal', 'jp-ACP-loginButton', () => {
+        const open = button(trans.__('Open a terminal'), 'jp-ACP-loginButton', () => {
           if (this._canOpenTerminal()) {
             void this._openTerminal(s.name, m.id);
             this._terminalOpened = m.id;
@@ -544,12 +561,12 @@ export class SetupCard {
         });
         open.disabled = !this._canOpenTerminal();
         if (open.disabled) {
-          open.title = 'Terminals are switched off on this server (ServerApp.terminals_enabled)';
+          open.title = trans.__('Terminals are switched off on this server (ServerApp.terminals_enabled)');
         }
         row.append(el('code', 'jp-ACP-loginCommand', m.command), open);
         if (this._terminalOpened === m.id) {
           row.appendChild(
-            button('Retry', 'jp-ACP-loginButton', () => {
+            button(trans.__('Retry'), 'jp-ACP-loginButton', () => {
               this._handled = problem;
               this._retry();
             })
@@ -588,7 +605,7 @@ export class SetupCard {
       const started = await startLoginTerminal(this._host.api, agent, methodId);
       await this._host.commands!.execute('terminal:open', { name: started.name });
     } catch (err) {
-      this._host.flash(`Could not open the login terminal: ${(err as Error).message}`);
+      this._host.flash(trans.__('Could not open the login terminal: %1', (err as Error).message));
     }
   }
 
@@ -633,10 +650,10 @@ export class SetupCard {
     try {
       this._settings = await authenticate(this._host.api, s.name, m.id);
       this._handled = problem;
-      this._host.flash(`Logged in to ${s.name}; sending your prompt again`, 'info');
+      this._host.flash(trans.__('Logged in to %1; sending your prompt again', s.name), 'info');
       this._retry();
     } catch (err) {
-      this._error = `Login failed: ${(err as Error).message}`;
+      this._error = trans.__('Login failed: %1', (err as Error).message);
     } finally {
       this._busy = false;
       this._host.renderChrome();
