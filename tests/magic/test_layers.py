@@ -1,4 +1,4 @@
-"""The magic's imports point one way: protocol, acp, agents and (the local backend only) tools, notebook, kernels.
+"""The magic's imports point one way: protocol, acp, the agent catalog and (the local backend only) tools, notebook, kernels.
 
 Never the server's sessions, routes or app (what a kernel imports must not drag the server in); no module
 of the package over ~400 lines.
@@ -14,7 +14,7 @@ import sys
 import jupyter_acp.magic
 
 MAGIC = os.path.dirname(os.path.abspath(jupyter_acp.magic.__file__))
-ALLOWED = {"protocol", "acp", "agents", "magic"}
+ALLOWED = {"protocol", "acp", "catalog", "magic"}
 LOCAL_ONLY = {"tools", "notebook", "kernels"}
 SERVER_SIDE = ("app", "http", "kernel_api", "sessions", "channels", "hub", "handlers", "store", "client")
 
