@@ -125,7 +125,7 @@ def seed(store_path: Path, sid: str, turns: int, root: str) -> int:
 
 
 # -- in the page -----------------------------------------------------------------------------------------------
-OBSERVER = """
+OBSERVER = r"""
 window.__longTasks = [];
 new PerformanceObserver(list => {
   for (const e of list.getEntries()) window.__longTasks.push({start: e.startTime, duration: e.duration});
@@ -157,7 +157,7 @@ window.WebSocket.prototype = __WS.prototype;
 Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
 """
 
-OPEN = """async ([path, needle]) => {
+OPEN = r"""async ([path, needle]) => {
   const panel = document.querySelector('#jupyter-acp-sidebar');
   const before = panel.dataset.session;
   let bound = null;   // the panel shows the notebook's session (its log is in the sidebar)

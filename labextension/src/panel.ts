@@ -563,7 +563,12 @@ export class AgentPanel extends Widget {
       // the session to watch is the one of the notebook's current agent (asked now if the open did not name one)
       const [existing, current] = await Promise.all([
         this.api.sessions(path).catch(() => [] as ISessionInfo[]),
-        agent ? Promise.resolve(agent) : this.api.currentAgent(path).then(c => c.agent, () => undefined)
+        agent
+          ? Promise.resolve(agent)
+          : this.api.currentAgent(path).then(
+              c => c.agent,
+              () => undefined
+            )
       ]);
       const info = existing.find(s => s.agent === current) ?? existing[0];
       if (!info) {
