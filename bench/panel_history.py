@@ -125,14 +125,39 @@ def seed(store_path: Path, sid: str, turns: int, root: str) -> int:
 
 
 # -- in the page -----------------------------------------------------------------------------------------------
-OBSERVER = """
+OBSERVER = r"""
 window.__longTasks = [];
 new PerformanceObserver(list => {
   for (const e of list.getEntries()) window.__longTasks.push({start: e.startTime, duration: e.duration});
 }).observe({type: 'longtask', buffered: true});
+// the panel's requests and its socket, timed (the breakdown of an open): [performance.now(), what]
+window.__acpTrace = [];
+const __mark = (what) => window.__acpTrace.push([performance.now(), what]);
+const __name = (url) => String(url).replace(/^.*jupyter-acp\//, '').replace(/[0-9a-f]{32}/g, '{id}').replace(/\?.*$/, '');
+const __fetch = window.fetch;
+window.fetch = function (input, init) {
+  const url = typeof input === 'string' ? input : input.url;
+  if (!/jupyter-acp\//.test(url)) return __fetch.apply(this, arguments);
+  const what = ((init && init.method) || (input && input.method) || 'GET') + ' ' + __name(url);
+  __mark('> ' + what);
+  return __fetch.apply(this, arguments).then(r => { __mark('< ' + what + ' ' + r.status); return r; });
+};
+const __WS = window.WebSocket;
+window.WebSocket = function (url, protocols) {
+  const ws = protocols === undefined ? new __WS(url) : new __WS(url, protocols);
+  if (/jupyter-acp\//.test(url)) {
+    __mark('ws ' + __name(url));
+    let first = true;
+    ws.addEventListener('open', () => __mark('ws open'));
+    ws.addEventListener('message', (m) => { if (first) { first = false; __mark('ws first frame ' + String(m.data).length + ' B'); } });
+  }
+  return ws;
+};
+window.WebSocket.prototype = __WS.prototype;
+Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
 """
 
-OPEN = """async ([path, needle]) => {
+OPEN = r"""async ([path, needle]) => {
   const panel = document.querySelector('#jupyter-acp-sidebar');
   const before = panel.dataset.session;
   let bound = null;   // the panel shows the notebook's session (its log is in the sidebar)
@@ -140,7 +165,18 @@ OPEN = """async ([path, needle]) => {
     if (bound === null && panel.dataset.session && panel.dataset.session !== before) bound = performance.now();
   });
   watch.observe(panel, {attributes: true, attributeFilter: ['data-session']});
+  const seen = {};   // when the last message first is in the DOM, holds its text, its code block
+  const steps = new MutationObserver(() => {
+    const msgs = panel.querySelectorAll('.jp-ACP-log .jp-ACP-message');
+    const last = msgs[msgs.length - 1];
+    if (!last) return;
+    seen.message ??= performance.now();
+    if (last.textContent.includes(needle)) seen.text ??= performance.now();
+    if (last.querySelector('.jp-ACP-code')) seen.code ??= performance.now();
+  });
+  steps.observe(panel, {subtree: true, childList: true, characterData: true});
   const t0 = performance.now();
+  window.__acpTrace = [];
   await window.jupyterapp.commands.execute('docmanager:open', {path});
   const shown = () => {
     const log = panel.querySelector('.jp-ACP-log');
@@ -159,7 +195,18 @@ OPEN = """async ([path, needle]) => {
   watch.disconnect();
   await new Promise(r => setTimeout(r, 1500));   // what the open left to do (older renders) counts as its long tasks
   const tasks = window.__longTasks.filter(t => t.start + t.duration >= t0);
-  return {open: t1 - t0, panel: t1 - (bound ?? t0), longest: Math.max(0, ...tasks.map(t => t.duration)), tasks: tasks.length,
+  const trace = window.__acpTrace.filter(([t]) => t <= t1).map(([t, w]) => [Math.round(t - t0), w]);
+  if (bound !== null) trace.push([Math.round(bound - t0), 'panel bound (data-session)']);
+  for (const t of tasks) if (t.start <= t1) trace.push([Math.round(t.start - t0), `long task ${Math.round(t.duration)} ms`]);
+  steps.disconnect();
+  for (const r of performance.getEntriesByType('resource'))   // code the open loaded (chunks, styles)
+    if (r.startTime >= t0 && r.startTime <= t1 && /\/static\/|\.js|\.css/.test(r.name))
+      trace.push([Math.round(r.startTime - t0), `load ${r.name.replace(/^.*\//, '').replace(/\?.*$/, '')} (${Math.round(r.duration)} ms)`]);
+  for (const [k, w] of [['message', 'a message in the log'], ['text', "the last message's text"], ['code', 'its code block']])
+    if (seen[k] !== undefined) trace.push([Math.round(seen[k] - t0), w]);
+  trace.push([Math.round(t1 - t0), 'last message shown']);
+  trace.sort((a, b) => a[0] - b[0]);
+  return {trace, open: t1 - t0, panel: t1 - (bound ?? t0), longest: Math.max(0, ...tasks.map(t => t.duration)), tasks: tasks.length,
           elements: panel.querySelectorAll('*').length};
 }"""
 
@@ -201,7 +248,8 @@ def measure_open(browser: Any, lab: Lab, notebook: str, needle: str) -> dict[str
     before = heap(cdp)
     try:
         out = page.evaluate(OPEN, [notebook, needle])
-    except Exception:
+    except Exception as exc:
+        print(f"{notebook}: {exc}", file=sys.stderr)
         text = page.evaluate("document.querySelector('#jupyter-acp-sidebar').innerText")
         page.screenshot(path=str(Path(tempfile.gettempdir()) / "panel-bench-failure.png"))
         raise RuntimeError(f"{notebook}: the last message did not show; the panel says:\n{text[-2000:]}") from None
@@ -330,6 +378,9 @@ def report(results: dict[str, dict[str, Any]], notebooks: dict[str, int], stream
             f"{r['longest']:>10.0f} ms {r['elements']:>9} {r['heap']:>9.1f} {r['scroll_p95']:>8.1f} ms "
             f"{r['scroll_p50']:>6.1f} {r['scroll_frames']:>7}"
         )
+    for name, n in notebooks.items():
+        trace = results[name].get("trace") or []
+        print(f"breakdown of the {n}-turn open (ms from docmanager:open): " + "; ".join(f"{t} {w}" for t, w in trace))
     lengths = [n for n in notebooks.values() if n > 1]
     if len(lengths) >= 2:
         a, b = (results[f"h{n}"] for n in lengths[:2])

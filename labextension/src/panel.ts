@@ -38,6 +38,7 @@ import { NoFetchSanitizer, onRemoteClick } from './sanitizer';
 import { IEntry, SessionView } from './session';
 import { SetupCard } from './setup';
 import { decorateShortcuts, UsageMeter } from './usage';
+import { warmMarkdown, warmWhenIdle } from './warm';
 
 export type { IPanelSettings } from './composer';
 export { NoFetchSanitizer } from './sanitizer';
@@ -71,6 +72,8 @@ export class AgentPanel extends Widget {
   private _views = new Map<string, SessionView>();
   private _view: SessionView | null = null;
   private _bindToken = 0;
+  /** The bind in flight: a second one for the same notebook (and no agent named) joins it. */
+  private _binding: { path: string | null; agent?: string; done: Promise<void> } | null = null;
   private _renderScheduled = false;
   /** A message for a few seconds; one said while a turn ran (`turn`) goes when that turn ends. */
   private _transient: { text: string; level: string; turn: string | null } | null = null;
@@ -245,6 +248,7 @@ export class AgentPanel extends Widget {
     this._tracker.widgetAdded.connect((_, nb) => nb.disposed.connect(() => this._forget()), this);
     this._tracker.activeCellChanged.connect(() => this._composer.updateChip(), this);
     void this._pickers.loadAgents();
+    warmWhenIdle(this._rendermime); // the first answer shown does not wait for the markdown parser to load (warm.ts)
     this._follow();
     this._review?.attach(this);
   }
@@ -422,7 +426,7 @@ export class AgentPanel extends Widget {
       nb.context.pathChanged.connect(this._onRename, this);
       void nb.context.ready.then(() => {
         if (this._notebook === nb) {
-          void this._bind();
+          void this._bind(undefined, true); // the path known for sure now: the bind below, if it is still running
         }
       });
     }
@@ -457,9 +461,33 @@ export class AgentPanel extends Widget {
     return nb.context.localPath;
   }
 
-  private async _bind(agent?: string): Promise<void> {
-    const token = ++this._bindToken;
+  /**
+   * Show the notebook's conversation (``agent``: that agent's, else the notebook's current one). ``join``: the same
+   * bind again (the notebook's context became ready while its session opens): a bind in flight for the same path
+   * is joined, instead of dropped for a second open of the same session; one that has shown it is enough.
+   */
+  private _bind(agent?: string, join = false): Promise<void> {
     const path = this._path();
+    const pending = this._binding;
+    if (join && !agent && path && pending && pending.path === path && !pending.agent) {
+      return pending.done;
+    }
+    if (join && !agent && path && !pending && this._view?.info.notebook === path) {
+      return Promise.resolve(); // that bind has shown it already (a change of agent since comes as a notice)
+    }
+    const done = this._bindNow(path, agent);
+    const binding = { path, agent, done };
+    this._binding = binding;
+    void done.finally(() => {
+      if (this._binding === binding) {
+        this._binding = null;
+      }
+    });
+    return done;
+  }
+
+  private async _bindNow(path: string | null, agent?: string): Promise<void> {
+    const token = ++this._bindToken;
     this._transient = null;
     if (!path) {
       this._show(null);
@@ -467,9 +495,13 @@ export class AgentPanel extends Widget {
     }
     this._title.textContent = path.split('/').pop() ?? path;
     this._title.title = path;
+    void warmMarkdown(this._rendermime); // in parallel with the requests, if the idle warm-up has not run yet
     try {
-      // the notebook's current agent, kept by the server (the magic's %acp use changes it too)
-      const choice = agent ?? (await this._pickers.currentAgent(path, this.settings.defaultAgent));
+      // the notebook's current agent, kept by the server (the magic's %acp use changes it too). With no preferred
+      // agent in the settings the session open asks for none: the server opens the notebook's current agent, and
+      // the lookup's round trip before it is saved (the answer names the agent)
+      const preferred = this.settings.defaultAgent;
+      const choice = agent ?? (preferred ? await this._pickers.currentAgent(path, preferred) : undefined);
       if (token !== this._bindToken) {
         return;
       }
@@ -528,8 +560,17 @@ export class AgentPanel extends Widget {
       if (!(err instanceof ApiError) || err.status !== 403) {
         throw err;
       }
-      const existing = await this.api.sessions(path).catch(() => [] as ISessionInfo[]);
-      const info = existing.find(s => s.agent === agent) ?? existing[0];
+      // the session to watch is the one of the notebook's current agent (asked now if the open did not name one)
+      const [existing, current] = await Promise.all([
+        this.api.sessions(path).catch(() => [] as ISessionInfo[]),
+        agent
+          ? Promise.resolve(agent)
+          : this.api.currentAgent(path).then(
+              c => c.agent,
+              () => undefined
+            )
+      ]);
+      const info = existing.find(s => s.agent === current) ?? existing[0];
       if (!info) {
         throw err;
       }

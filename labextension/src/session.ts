@@ -203,8 +203,30 @@ export class SessionView {
     }
   }
 
-  /** Turns whose agent edits can be reverted; their turn-end lines get a "Revert" button. */
-  async refreshRevertible(onChange: () => void): Promise<void> {
+  /**
+   * Turns whose agent edits can be reverted; their turn-end lines get a "Revert" button. Calls while one is asked
+   * share one more request after it (opening a conversation asked up to eight times at once: at its view's making,
+   * its showing, its socket's opening, its replay's turn ends), and that one sees every change made before it.
+   */
+  refreshRevertible(onChange: () => void): Promise<void> {
+    if (this._revertAsking) {
+      this._revertAgain ??= this._revertAsking.then(() => {
+        this._revertAgain = null;
+        return this.refreshRevertible(onChange);
+      });
+      return this._revertAgain;
+    }
+    const asking = this._askRevertible(onChange).finally(() => {
+      this._revertAsking = null;
+    });
+    this._revertAsking = asking;
+    return asking;
+  }
+
+  private _revertAsking: Promise<void> | null = null;
+  private _revertAgain: Promise<void> | null = null;
+
+  private async _askRevertible(onChange: () => void): Promise<void> {
     let listed: (string | null)[];
     try {
       listed = await this._api.revertible(this.info.id);

@@ -306,6 +306,12 @@ class Ui:
         self.page.wait_for_selector("#jupyter-acp-sidebar", state="attached", timeout=60_000)
         if notebook:
             self.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+            # its cells loaded (its context ready): the panel binds sooner than that, and a prompt sent before it
+            # would find no cell to attach
+            self.page.wait_for_function(
+                "() => { const w = window.jupyterapp.shell.currentWidget; return !w || !w.context || w.context.isReady; }",
+                timeout=60_000,
+            )
         self.show_panel()
 
     def show_panel(self) -> None:
