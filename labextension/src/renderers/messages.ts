@@ -110,8 +110,8 @@ export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITex
       renderer.node.textContent = text;
     })
     .then(() => {
+      endStreaming(entry); // first: the code buttons' tab stop is counted among the log's blocks (roveCodeButtons)
       decorateCode(ctx, renderer.node);
-      endStreaming(entry);
       entry.rendering = false;
       if (entry.dirty) {
         entry.dirty = false;
