@@ -288,8 +288,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", default="300,2000", help="history lengths, comma-separated")
     ap.add_argument("--chunks", type=int, default=10_000, help="the stream's chunks (0: no stream)")
-    ap.add_argument("--delay", type=float, default=0.0, help="the stream: seconds between chunks (0: as fast as it goes)")
-    ap.add_argument("--paragraph", type=int, default=0, help="the stream: a blank line after every N chunks (0: one line)")
+    ap.add_argument(
+        "--delay", type=float, default=0.0, help="the stream: seconds between chunks (0: as fast as it goes)"
+    )
+    ap.add_argument(
+        "--paragraph", type=int, default=0, help="the stream: a blank line after every N chunks (0: one line)"
+    )
     ap.add_argument("--extension", default="", help="a built labextension folder to serve instead of this checkout's")
     args = ap.parse_args()
     lengths = [int(n) for n in args.turns.split(",") if n]
@@ -308,8 +312,16 @@ def main() -> None:
             "echo": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "echo_prompt"], "title": "Echo"},
             "stream": {
                 "command": SCRIPTED[0],
-                "args": [*SCRIPTED[1:], "stream", "--chunks", str(args.chunks or 1), "--paragraph", str(args.paragraph),
-                         "--delay", str(args.delay)],
+                "args": [
+                    *SCRIPTED[1:],
+                    "stream",
+                    "--chunks",
+                    str(args.chunks or 1),
+                    "--paragraph",
+                    str(args.paragraph),
+                    "--delay",
+                    str(args.delay),
+                ],
                 "title": "Stream",
             },
         },

@@ -556,7 +556,13 @@ export class ChatModel {
         attachments: []
       });
     } else {
-      const item = this._add<ITextItem>({ kind, id: this._newId(kind, seq), turnId: this.runningTurn, version: 0, text });
+      const item = this._add<ITextItem>({
+        kind,
+        id: this._newId(kind, seq),
+        turnId: this.runningTurn,
+        version: 0,
+        text
+      });
       if (kind === 'message' && this.runningTurn !== null) {
         item.open = true;
         this._openText = item;

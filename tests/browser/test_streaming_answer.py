@@ -47,9 +47,7 @@ def test_a_streaming_answer_shows_complete_code_blocks_with_their_buttons_and_en
     message = panel.locator(".jp-ACP-message").last
     # while it streams: the first code block, once closed, has its buttons before the answer has ended
     streaming = message.locator(".jp-ACP-streaming")
-    expect(streaming.locator(".jp-ACP-code").first.get_by_role("button", name="Copy code")).to_be_attached(
-        timeout=LONG
-    )
+    expect(streaming.locator(".jp-ACP-code").first.get_by_role("button", name="Copy code")).to_be_attached(timeout=LONG)
     assert panel.locator(".jp-ACP-log[aria-busy='true']").count() == 1, "the answer ended before it was seen streaming"
     ui.shot("streaming", full=False)
     # ended: rendered whole, the streamed view gone
