@@ -17,7 +17,11 @@ are read.
 
 Floor: the same gesture on a notebook whose conversation holds one turn, in the same run.  A stream: one prompt
 to the scripted ``stream`` agent answering ``--chunks`` chunks, long tasks counted from the prompt until the turn
-ended; while it streams a notebook cell is typed in and each key's time until the cell shows it is taken.
+ended (the answer rendered whole); while it streams a notebook cell is typed in (a key every 20 ms) and each key's
+time from its input until the frame after the cell changed is taken. ``--paragraph N``: the answer has a blank line
+after every N chunks (paragraphs, as answers are; without it one 49 KB line); ``--delay S`` between chunks (an
+answer arriving over seconds, as a model writes it, is rendered many times; without it the chunks come in a few
+batches).
 
 Targets (issue 26): open to the last message within 300 ms, no long task over 100 ms, scrolling p95 within 20 ms a
 frame, the heap flat in the history's length; the stream with no long task over 50 ms.
@@ -263,25 +267,42 @@ def measure_open(browser: Any, lab: Lab, notebook: str, needle: str) -> dict[str
 STREAM = """async (chunks) => {
   const panel = document.querySelector('#jupyter-acp-sidebar');
   const box = panel.querySelector('textarea');
+  // typing in the notebook's cell meanwhile: each key's time from its event (the browser's input time) until the
+  // frame after the cell's text changed
+  const editor = document.querySelector('.jp-NotebookPanel .jp-Cell .cm-content');
+  const echo = [];
+  let keys = [];
+  editor.addEventListener('keydown', e => keys.push(e.timeStamp), true);
+  const seen = new MutationObserver(() => {
+    const pending = keys;
+    keys = [];
+    if (pending.length) requestAnimationFrame(() => { const now = performance.now(); for (const t of pending) echo.push(now - t); });
+  });
+  seen.observe(editor, {subtree: true, childList: true, characterData: true});
   const t0 = performance.now();
   box.value = 'stream please';
   box.dispatchEvent(new Event('input', {bubbles: true}));
   box.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}));
-  const end = String(chunks - 1);
+  const end = new RegExp('(^|\\\\s)' + String(chunks - 1) + '$');
   await new Promise((resolve, reject) => {
     const tick = () => {
       const msgs = panel.querySelectorAll('.jp-ACP-message');
       const last = msgs[msgs.length - 1];
-      const done = last && last.textContent.trim().endsWith(' ' + end) && !panel.querySelector('.jp-ACP-log[aria-busy="true"]');
+      const done = last && end.test(last.textContent.trim()) && !panel.querySelector('.jp-ACP-log[aria-busy="true"]')
+        && !last.querySelector('.jp-ACP-streaming');
       if (done) resolve(); else if (performance.now() - t0 > 180000) reject(new Error('stream did not end')); else setTimeout(tick, 50);
     };
     tick();
   });
   const t1 = performance.now();
+  window.__streamEnded = true;
   await new Promise(r => setTimeout(r, 1000));
+  seen.disconnect();
   const tasks = window.__longTasks.filter(t => t.start + t.duration >= t0);
+  echo.sort((a, b) => a - b);
   return {seconds: (t1 - t0) / 1000, longest: Math.max(0, ...tasks.map(t => t.duration)),
-          over50: tasks.filter(t => t.duration > 50).length, tasks: tasks.length};
+          over50: tasks.filter(t => t.duration > 50).length, tasks: tasks.length,
+          keys: echo.length, echo_p50: echo[Math.floor(echo.length / 2)] ?? 0, echo_max: echo[echo.length - 1] ?? 0};
 }"""
 
 
@@ -298,8 +319,15 @@ def measure_stream(browser: Any, lab: Lab, notebook: str, chunks: int) -> dict[s
         " return p.dataset.agent === 'stream' && s && (s.hidden || !/Starting/.test(s.textContent)); }",
         timeout=60_000,
     )
+    page.locator(".jp-NotebookPanel .jp-Cell .cm-content").first.click()  # the cell's editor has the keyboard
+    page.keyboard.press("End")
     page.wait_for_timeout(1500)
-    out = page.evaluate(STREAM, chunks)
+    page.evaluate(f"chunks => {{ window.__stream = ({STREAM})(chunks); }}", chunks)
+    deadline = time.monotonic() + 200
+    while not page.evaluate("() => !!window.__streamEnded") and time.monotonic() < deadline:
+        page.keyboard.type("x")  # one key at a time while the answer streams
+        page.wait_for_timeout(20)
+    out: dict[str, Any] = page.evaluate("() => window.__stream")
     context.close()
     return out
 
@@ -308,6 +336,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", default="300,2000", help="history lengths, comma-separated")
     ap.add_argument("--chunks", type=int, default=10_000, help="the stream's chunks (0: no stream)")
+    ap.add_argument(
+        "--delay", type=float, default=0.0, help="the stream: seconds between chunks (0: as fast as it goes)"
+    )
+    ap.add_argument(
+        "--paragraph", type=int, default=0, help="the stream: a blank line after every N chunks (0: one line)"
+    )
     ap.add_argument("--extension", default="", help="a built labextension folder to serve instead of this checkout's")
     args = ap.parse_args()
     lengths = [int(n) for n in args.turns.split(",") if n]
@@ -315,6 +349,9 @@ def main() -> None:
 
     if args.extension:
         os.environ["JUPYTER_ACP_TEST_LABEXTENSION"] = str(Path(args.extension).resolve())
+        # in a virtualenv Jupyter looks in sys.prefix first, where this checkout's build is installed: without this
+        # the lab would serve that one, not the folder given (the lab's data dir, where run_lab links it, comes first)
+        os.environ["JUPYTER_PREFER_ENV_PATH"] = "0"
     from playwright.sync_api import sync_playwright
 
     settings = {
@@ -323,7 +360,16 @@ def main() -> None:
             "echo": {"command": SCRIPTED[0], "args": [*SCRIPTED[1:], "echo_prompt"], "title": "Echo"},
             "stream": {
                 "command": SCRIPTED[0],
-                "args": [*SCRIPTED[1:], "stream", "--chunks", str(args.chunks or 1)],
+                "args": [
+                    *SCRIPTED[1:],
+                    "stream",
+                    "--chunks",
+                    str(args.chunks or 1),
+                    "--paragraph",
+                    str(args.paragraph),
+                    "--delay",
+                    str(args.delay),
+                ],
                 "title": "Stream",
             },
         },
@@ -399,7 +445,9 @@ def report(results: dict[str, dict[str, Any]], notebooks: dict[str, int], stream
     if stream:
         print(
             f"stream of {chunks} chunks: {stream['seconds']:.1f} s, {stream['tasks']} long tasks, "
-            f"{stream['over50']} over 50 ms, longest {stream['longest']:.0f} ms (target: none over 50 ms)"
+            f"{stream['over50']} over 50 ms, longest {stream['longest']:.0f} ms (target: none over 50 ms); "
+            f"typing in a cell meanwhile: {stream['keys']} keys, echo p50 {stream['echo_p50']:.0f} ms, "
+            f"max {stream['echo_max']:.0f} ms"
         )
     print(json.dumps({"results": results, "stream": stream}, default=float), file=sys.stderr)
 

@@ -3,7 +3,8 @@
 ``python -m jupyter_acp.testing.agents BEHAVIOUR [--chunks N] [--delay S] [--pid-file F] [--child]``
 
 Behaviours:
-  stream        answer with N numbered chunks ("0 1 2 ...") and honour session/cancel
+  stream        answer with N numbered chunks ("0 1 2 ...") and honour session/cancel; with --paragraph P a blank
+                line after every P chunks (paragraphs); with --answer TEXT that text, --chunks characters a chunk
   slow          like stream, with --delay seconds between chunks
   permission    ask session/request_permission (allow/reject) and say which option came back
   crash         send one chunk, then exit with code 3 after a line on stderr
@@ -281,10 +282,22 @@ class ScriptedAgent:
         if b == "echo_prompt" or text.startswith("echo:"):
             await self._chunk(sid, text)
             return {"stopReason": "end_turn"}
+        if self.args.answer:  # --answer TEXT: that text, --chunks characters a chunk
+            step = max(1, self.args.chunks)
+            for i in range(0, len(self.args.answer), step):
+                if sid in self.cancelled:
+                    return {"stopReason": "cancelled"}
+                await self._chunk(sid, self.args.answer[i : i + step])
+                if self.args.delay:
+                    await asyncio.sleep(self.args.delay)
+            return {"stopReason": "cancelled" if sid in self.cancelled else "end_turn"}
         for i in range(self.args.chunks):
             if sid in self.cancelled:
                 return {"stopReason": "cancelled"}
-            await self._chunk(sid, f"{i} " if i < self.args.chunks - 1 else f"{i}")
+            last = i == self.args.chunks - 1
+            # --paragraph N: a blank line after every N chunks (an answer of paragraphs, not one long line)
+            gap = "\n\n" if self.args.paragraph and (i + 1) % self.args.paragraph == 0 else " "
+            await self._chunk(sid, f"{i}" if last else f"{i}{gap}")
             if self.args.delay:
                 await asyncio.sleep(self.args.delay)
         return {"stopReason": "cancelled" if sid in self.cancelled else "end_turn"}
@@ -371,6 +384,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("behaviour")
     p.add_argument("--chunks", type=int, default=5)
     p.add_argument("--delay", type=float, default=0.0)
+    p.add_argument("--answer", default="", help="stream: answer this text, --chunks characters a chunk")
+    p.add_argument("--paragraph", type=int, default=0, help="stream: a blank line after every N chunks (0: none)")
     p.add_argument("--workers", type=int, default=0, help="mcp_bench: threads calling at once (0: asyncio's default)")
     p.add_argument("--size", type=int, default=1 << 20)
     p.add_argument("--pid-file", default="")

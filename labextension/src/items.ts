@@ -70,6 +70,11 @@ export interface IUserItem extends IItemBase {
 export interface ITextItem extends IItemBase {
   kind: 'message' | 'thought';
   text: string;
+  /**
+   * An answer still streaming (its turn runs and nothing followed it): more text may come, so the sidebar renders
+   * its complete blocks once and only the open one again; when it ends (its version changes) it is rendered whole.
+   */
+  open?: boolean;
 }
 export interface IToolItem extends IItemBase {
   kind: 'tool';

@@ -104,6 +104,7 @@ export class ChatModel {
    * from the start follows.
    */
   restart(): void {
+    this._openText = null;
     this.items = [];
     this._byId.clear();
     this._tools.clear();
@@ -189,10 +190,15 @@ export class ChatModel {
     this._events = [];
     this.lastSeq = 0;
     this.runningTurn = null;
+    this._openText = null;
     for (const e of all) {
       this.apply(e, false);
     }
     Object.assign(this, keep);
+    const open = this._openText as ITextItem | null; // set again by the replay
+    if (open && open.turnId !== this.runningTurn) {
+      this._settle(); // its turn is over by the newest events
+    }
     this.epoch++;
     if (this.gap && unique.some(e => e.seq > this.gap!.after && e.seq < this.gap!.before)) {
       const inside = all.filter(e => e.seq > this.gap!.after && e.seq < this.gap!.before);
@@ -284,6 +290,7 @@ export class ChatModel {
 
   // -- reduction -------------------------------------------------------------------------------
   private _add<T extends Item>(item: T): T {
+    this._settle(); // anything after a streaming answer ends it
     this.items.push(item);
     this._byId.set(item.id, item);
     return item;
@@ -300,6 +307,19 @@ export class ChatModel {
 
   private _touch(item: Item): void {
     item.version++;
+  }
+
+  /** The answer still streaming, if any (`ITextItem.open`). */
+  private _openText: ITextItem | null = null;
+
+  /** The streaming answer ends (another item follows it, its turn ended): its new version renders it whole. */
+  private _settle(): void {
+    const open = this._openText;
+    if (open) {
+      this._openText = null;
+      open.open = false;
+      this._touch(open);
+    }
   }
 
   private _reduce(raw: IAcpEvent): void {
@@ -353,6 +373,9 @@ export class ChatModel {
         break;
       case 'turn_ended': {
         const turnId = e.turn_id ?? null;
+        if (this._openText && (this._openText.turnId === turnId || turnId === null)) {
+          this._settle();
+        }
         if (this.runningTurn === turnId || turnId === null) {
           this.runningTurn = null;
         }
@@ -533,7 +556,17 @@ export class ChatModel {
         attachments: []
       });
     } else {
-      this._add<ITextItem>({ kind, id: this._newId(kind, seq), turnId: this.runningTurn, version: 0, text });
+      const item = this._add<ITextItem>({
+        kind,
+        id: this._newId(kind, seq),
+        turnId: this.runningTurn,
+        version: 0,
+        text
+      });
+      if (kind === 'message' && this.runningTurn !== null) {
+        item.open = true;
+        this._openText = item;
+      }
     }
   }
 

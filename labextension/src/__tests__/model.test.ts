@@ -414,3 +414,28 @@ test("an agent_call naming no card of this turn gets that card made, the questio
   assert.equal(tools[1].title, 'Harmless');
   assert.equal(tools[1].permissions[0].own?.title, 'T r1');
 });
+
+test('an answer is open while it streams and ends (a new version) when its turn ends or another item follows it', () => {
+  const m = new ChatModel();
+  m.applyAll([ev('turn_started', { turn_id: 'ts', prompt: [{ type: 'text', text: 'go' }] }), chunk('a '), chunk('b')]);
+  const first = m.items[1] as any;
+  assert.equal(first.open, true);
+  const v = first.version;
+  m.apply(upd({ sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'Read', status: 'pending' }));
+  assert.equal(first.open, false);
+  assert.ok(first.version > v, 'the ended answer has a new version (the sidebar renders it whole)');
+  m.apply(chunk('after the tool'));
+  const second = m.items[m.items.length - 1] as any;
+  assert.equal(second.kind, 'message');
+  assert.equal(second.open, true);
+  m.apply(ev('turn_ended', { turn_id: 'ts', stop_reason: 'end_turn', tool_calls_served: 0 }));
+  assert.equal(second.open, false);
+  // history replayed whole: no answer is left open
+  const replay = new ChatModel();
+  replay.applyAll([
+    ev('turn_started', { turn_id: 'tr', prompt: [{ type: 'text', text: 'go' }] }),
+    chunk('done'),
+    ev('turn_ended', { turn_id: 'tr', stop_reason: 'end_turn', tool_calls_served: 0 })
+  ]);
+  assert.equal((replay.items[1] as any).open, false);
+});

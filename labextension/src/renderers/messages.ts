@@ -1,8 +1,10 @@
 /** The conversation's words: the user's prompts, the agent's answers and thoughts, refused actions. */
 import { MimeModel } from '@jupyterlab/rendermime';
+import type { IRenderMime } from '@jupyterlab/rendermime';
 import { addIcon, copyIcon, editIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { settledEnd } from '../blocks';
 import { button, el } from '../dom';
 import type { IAuditItem, ITextItem, IUserItem, Item } from '../model';
 import type { IEntry, SessionView } from '../session';
@@ -84,11 +86,16 @@ export function renderUser(ctx: IRenderContext, item: IUserItem, entry: IEntry):
 
 export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITextItem, entry: IEntry): void {
   const n = entry.node;
+  if (item.open && !entry.renderer) {
+    renderStreaming(ctx, view, item, entry);
+    return;
+  }
   if (!entry.renderer) {
     n.className = 'jp-ACP-item jp-ACP-message';
     entry.renderer = ctx.rendermime.createRenderer('text/markdown');
     entry.renderer.addClass('jp-ACP-markdown');
-    Widget.attach(entry.renderer, n);
+    // before what the answer showed while it streamed: that goes when this is drawn
+    Widget.attach(entry.renderer, n, streams.get(entry)?.box ?? null);
   }
   if (entry.rendering) {
     entry.dirty = true; // one render in flight; render the latest text when it lands
@@ -103,6 +110,7 @@ export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITex
       renderer.node.textContent = text;
     })
     .then(() => {
+      endStreaming(entry); // first: the code buttons' tab stop is counted among the log's blocks (roveCodeButtons)
       decorateCode(ctx, renderer.node);
       entry.rendering = false;
       if (entry.dirty) {
@@ -112,6 +120,193 @@ export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITex
         keepPlace(ctx, view);
       }
     });
+}
+
+/**
+ * The open block of a streaming answer is rendered as markdown up to this many characters; a longer one (a long
+ * paragraph still arriving) shows as plain text, appended to, until it is complete: rendering it costs its length
+ * on each frame.
+ */
+export const TAIL_MARKDOWN_CHARS = 2000;
+
+/** What a streaming answer shows: its complete blocks rendered once each, then its open block. */
+interface IStreaming {
+  box: HTMLElement;
+  /** The text the complete blocks show (a prefix of the answer). */
+  settled: string;
+  pieces: IRenderMime.IRenderer[];
+  /** The open block: plain text, or a markdown renderer's node. */
+  tail: HTMLElement;
+  tailRenderer: IRenderMime.IRenderer | null;
+  /** The open block's text the tail shows (or is being rendered to show). */
+  tailText: string;
+  /** The open block's text to show once the tail's render in flight lands. */
+  tailWanted: string;
+  tailBusy: boolean;
+  /** The answer ended (rendered whole) or was replaced: late renders draw nothing. */
+  gone: boolean;
+}
+
+const streams = new WeakMap<IEntry, IStreaming>();
+
+/**
+ * A streaming answer (its item open): each block is rendered when complete, once (blocks.ts says where), with the
+ * code buttons of its code blocks; the open block after them is re-rendered as the answer grows. The same renderers
+ * and sanitizer as the whole answer: agent text is untrusted here as there. When the answer ends, renderMessage
+ * renders it whole (the DOM of an answer that never streamed) and this goes.
+ */
+function renderStreaming(ctx: IRenderContext, view: SessionView, item: ITextItem, entry: IEntry): void {
+  const text = item.text;
+  let s = streams.get(entry);
+  if (!s || !text.startsWith(s.settled)) {
+    endStreaming(entry); // the answer was rebuilt other than by appending (a history merge): start over
+    const n = entry.node;
+    n.className = 'jp-ACP-item jp-ACP-message jp-mod-streaming';
+    n.textContent = '';
+    const box = el('div', 'jp-ACP-streaming');
+    const tail = el('div', 'jp-ACP-streamTail');
+    box.appendChild(tail);
+    n.appendChild(box);
+    s = {
+      box,
+      settled: '',
+      pieces: [],
+      tail,
+      tailRenderer: null,
+      tailText: '',
+      tailWanted: '',
+      tailBusy: false,
+      gone: false
+    };
+    streams.set(entry, s);
+  }
+  const stream = s;
+  const end = settledEnd(text, stream.settled.length);
+  if (end > stream.settled.length) {
+    const source = text.slice(stream.settled.length, end);
+    stream.settled = text.slice(0, end);
+    const piece = ctx.rendermime.createRenderer('text/markdown');
+    piece.addClass('jp-ACP-markdown');
+    Widget.attach(piece, stream.box, stream.tail);
+    stream.pieces.push(piece);
+    piece
+      .renderModel(new MimeModel({ data: { 'text/markdown': source }, trusted: false }))
+      .catch(() => {
+        piece.node.textContent = source;
+      })
+      .then(() => {
+        if (!stream.gone) {
+          decorateCode(ctx, piece.node);
+          keepPlace(ctx, view);
+        }
+      });
+  }
+  renderTail(ctx, view, stream, text.slice(end));
+}
+
+/** The open block of a streaming answer: markdown while short (one render in flight, the latest text next), else text. */
+function renderTail(ctx: IRenderContext, view: SessionView, s: IStreaming, text: string): void {
+  s.tailWanted = text;
+  if (s.tailBusy || text === s.tailText) {
+    return;
+  }
+  if (text.length > TAIL_MARKDOWN_CHARS || !text.trim()) {
+    if (s.tailRenderer) {
+      s.tailRenderer.dispose();
+      s.tailRenderer = null;
+      s.tail.textContent = '';
+    }
+    s.tail.classList.add('jp-mod-plain');
+    plainTail(s, text);
+    return;
+  }
+  if (!s.tailRenderer) {
+    s.tail.textContent = '';
+    s.tail.classList.remove('jp-mod-plain');
+    s.tailRenderer = ctx.rendermime.createRenderer('text/markdown');
+    s.tailRenderer.addClass('jp-ACP-markdown');
+    Widget.attach(s.tailRenderer, s.tail);
+  }
+  const renderer = s.tailRenderer;
+  s.tailBusy = true;
+  s.tailText = text;
+  renderer
+    .renderModel(new MimeModel({ data: { 'text/markdown': text }, trusted: false }))
+    .catch(() => {
+      renderer.node.textContent = text;
+    })
+    .then(() => {
+      s.tailBusy = false;
+      if (s.gone) {
+        return;
+      }
+      if (s.tailWanted !== s.tailText) {
+        renderTail(ctx, view, s, s.tailWanted);
+      } else {
+        keepPlace(ctx, view);
+      }
+    });
+}
+
+/**
+ * A plain-text open block holds lines of this many characters or so each, one element each: appending to a long
+ * text node lays out (and paints) all of it again on every frame; a full line is cut at a newline (or a space,
+ * where the text has none) and left alone.
+ */
+const PLAIN_LINE_CHARS = 1024;
+
+/** The open block as plain text: what arrived appended to its last line, a line longer than the limit cut. */
+function plainTail(s: IStreaming, text: string): void {
+  let last = s.tail.lastElementChild as HTMLElement | null;
+  if (!last || !text || !text.startsWith(s.tailText)) {
+    s.tail.textContent = '';
+    s.tailText = '';
+    last = null;
+  }
+  if (!text) {
+    return;
+  }
+  if (!last) {
+    last = el('div', 'jp-ACP-streamLine');
+    last.appendChild(document.createTextNode(''));
+    s.tail.appendChild(last);
+  }
+  let line = last.firstChild as Text;
+  line.appendData(text.slice(s.tailText.length)); // what arrived, not the whole block again
+  s.tailText = text;
+  while (line.length > PLAIN_LINE_CHARS) {
+    const data = line.data;
+    let cut = data.lastIndexOf('\n', PLAIN_LINE_CHARS);
+    if (cut < PLAIN_LINE_CHARS / 2) {
+      cut = data.lastIndexOf(' ', PLAIN_LINE_CHARS);
+    }
+    if (cut <= 0) {
+      cut = data.search(/[ \n]/); // one word longer than a line: cut after it
+    }
+    if (cut <= 0) {
+      return;
+    }
+    line.data = data.slice(0, cut); // the cut newline or space is where the line ends
+    const next = el('div', 'jp-ACP-streamLine');
+    line = document.createTextNode(data.slice(cut + 1));
+    next.appendChild(line);
+    s.tail.appendChild(next);
+  }
+}
+
+/** The streamed view of an answer goes (rendered whole now, or replaced). */
+function endStreaming(entry: IEntry): void {
+  const s = streams.get(entry);
+  if (!s) {
+    return;
+  }
+  streams.delete(entry);
+  s.gone = true;
+  for (const piece of s.pieces) {
+    piece.dispose();
+  }
+  s.tailRenderer?.dispose();
+  s.box.remove();
 }
 
 /** Views whose scroll position is put back at the next frame. */
