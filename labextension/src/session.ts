@@ -82,8 +82,14 @@ export class SessionView {
     this.log.setAttribute('role', 'log');
     this.log.setAttribute('aria-live', 'polite');
     this.log.setAttribute('aria-label', 'Conversation with the agent');
+    let lastTop = 0;
     this.log.addEventListener('scroll', () => {
-      this.stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 48;
+      // Only a scroll up lets go of the end. A scroll event comes a frame after the scroll: content that grew
+      // since our own scroll to the end (an answer's markdown rendered late) must not read as the reader leaving it.
+      const top = this.log.scrollTop;
+      const near = this.log.scrollHeight - top - this.log.clientHeight < 48;
+      this.stick = top < lastTop ? near : this.stick || near;
+      lastTop = top;
       if (this.log.scrollTop < 80 && this.hiddenAbove === 0 && this.model.olderBefore !== null) {
         void this.loadOlder(onChange);
       }
