@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from jupyter_acp.channels import CLIENT_TOOLS, MCP_ACP, MCP_HTTP, MCP_STDIO, choose_channels
+from jupyter_acp.testing.files import saved_notebook
 
 from .conftest import message_text
 from .test_gate import kinds, notebook
@@ -73,12 +73,13 @@ async def test_an_agent_that_speaks_mcp_over_acp_reads_and_edits_through_the_gat
     assert len(cards) == 1 and cards[0]["source"] == "client"  # the gate asked, as on every channel
     audit = [e for e in events if e["type"] == "audit" and e["action"] == "client_edit_cell"]
     assert audit and audit[-1]["channel"] == MCP_ACP and audit[-1]["decision"] == "allowed"
-    assert nbformat.read(jp_root_dir / path, as_version=4).cells[0].source == "x = 'ZEBRA-32'"
+    edited = await saved_notebook(jp_root_dir / path, until=lambda nb: nb.cells[0].source == "x = 'ZEBRA-32'")
+    assert edited.cells[0].source == "x = 'ZEBRA-32'"
 
     again = {"cell_id": "c0", "old_string": "ZEBRA-32", "new_string": "ZEBRA-33"}
     rejected, _ = await turn(api, s["id"], f"call client_edit_cell {json.dumps(again)}", answer="reject_once")
     assert rejected.get("isError")
-    assert nbformat.read(jp_root_dir / path, as_version=4).cells[0].source == "x = 'ZEBRA-32'"
+    assert (await saved_notebook(jp_root_dir / path)).cells[0].source == "x = 'ZEBRA-32'"
 
 
 async def test_ids_never_lent_and_closed_connections_are_refused(api, jp_root_dir):

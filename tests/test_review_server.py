@@ -11,6 +11,7 @@ import httpx
 import nbformat
 
 from jupyter_acp.notebook import provenance as prov
+from jupyter_acp.testing.files import saved_notebook_sync
 from jupyter_acp.testing.server import ServerProcess
 
 from .conftest import hostile, message_text
@@ -74,11 +75,8 @@ def test_a_turn_that_ended_before_a_server_restart_is_reviewed_and_rewound(tmp_p
         assert not [e for e in events if e["type"] == "permission_request"], "review asks no card"
         end = next(e for e in events if e["type"] == "turn_ended" and e["turn_id"] == turn)
         assert end["review"]["changes"] == 2 and end["review"]["checkpoint"], end
-        deadline = time.monotonic() + 20  # the live document's autosave writes the file
-        while "a = 5" not in (root / path).read_text():
-            assert time.monotonic() < deadline, "the edit was not saved"
-            time.sleep(0.1)
-        on_disk = nbformat.read(root / path, as_version=4)
+        # the live document's autosave writes the file
+        on_disk = saved_notebook_sync(root / path, until=lambda nb: nb.cells[0].source.startswith("a = 5"))
         assert prov.last_agent_change(on_disk.cells[0].metadata).turn_id == turn  # type: ignore[union-attr]
 
         server.stop()

@@ -26,6 +26,7 @@ import pytest
 from axe import assert_accessible, set_theme
 
 from jupyter_acp.notebook import provenance
+from jupyter_acp.testing.files import saved_notebook_sync
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -74,7 +75,7 @@ def test_agent_cells_carry_a_mark_that_names_the_turn_and_remove_agent_marks_str
     _wait_turn_end(lab, sid)
     # the entries, as the server writes them (its own helpers): an edit by codex; an insert then bob's own edit
     path = lab.root / name
-    nb = nbformat.read(path, as_version=4)
+    nb = saved_notebook_sync(path)
     provenance.add_to_cell(nb.cells[0], _entry("edited", sid, turn_id))
     provenance.add_to_cell(nb.cells[1], _entry("inserted", sid, turn_id))
     provenance.add_to_cell(nb.cells[1], provenance.user_edit("bob", at="2025-05-01T12:03:10Z"))
@@ -148,11 +149,10 @@ def test_agent_cells_carry_a_mark_that_names_the_turn_and_remove_agent_marks_str
     expect(page.locator(".jp-toast-message", has_text="Removed the agent marks of 2 cells")).to_be_visible()
     page.locator(".jp-NotebookPanel:visible .jp-Cell").nth(2).click()
     page.keyboard.press("Control+s")
-    deadline = time.monotonic() + 30
-    while any("jupyter_acp" in c.metadata for c in nbformat.read(path, as_version=4).cells):
-        assert time.monotonic() < deadline, "the saved notebook still carries agent entries"
-        time.sleep(0.3)
-    assert [c.source for c in nbformat.read(path, as_version=4).cells][0] == "import pandas as pd"
+    saved = saved_notebook_sync(
+        path, until=lambda nb: not any("jupyter_acp" in c.metadata for c in nb.cells), timeout=30
+    )
+    assert [c.source for c in saved.cells][0] == "import pandas as pd"
 
 
 # -- the review, against the routes as the issue writes them -----------------------------------------------

@@ -23,6 +23,7 @@ from jupyter_acp.testing.fake_providers import (
     FakeResponses,
     codex_config,
 )
+from jupyter_acp.testing.files import saved_notebook
 
 from . import npm_agents
 from .conftest import (
@@ -132,7 +133,6 @@ async def test_real_agent_reads_the_notebook_over_mcp(agent_name, api, jp_root_d
 async def test_real_agent_edits_the_notebook_after_permission(agent_name, api, jp_root_dir, fake):
     """The agent asks before an edit, with its own option ids; allowed (by kind) through the HTTP API, the
     cell lands in the notebook, and the client's own gate does not ask a second time for that call."""
-    import nbformat
 
     path = write_notebook(jp_root_dir, "census/zebras.ipynb")
     s = await api.open(path, agent_name)
@@ -147,7 +147,7 @@ async def test_real_agent_edits_the_notebook_after_permission(agent_name, api, j
     resolved = [e for e in events if e["type"] == "permission_resolved"]
     assert resolved and resolved[0].get("option_id"), debug
     assert "Inserted." in got["text"], debug
-    nb = nbformat.read(jp_root_dir / path, as_version=4)
+    nb = await saved_notebook(jp_root_dir / path, until=lambda nb: nb.cells and nb.cells[-1].source == INSERTED)
     assert [c.source for c in nb.cells][-1] == INSERTED
 
 

@@ -37,6 +37,7 @@ import pytest
 
 from jupyter_acp.testing.fake_model import FakeModel
 from jupyter_acp.testing.fake_providers import FakeAnthropic, FakeResponses, codex_config
+from jupyter_acp.testing.files import saved_notebook
 
 from . import npm_agents
 from .conftest import claude_offline, isolated_env, run_turn_answering_permissions, turn_summary
@@ -228,7 +229,8 @@ async def test_the_whole_task(agent_name, api, jp_root_dir, jp_fetch, fake):
     # the model was sent what c1 printed, in the tool result it received, and said it
     assert any(PRINTED in r for r in fake.tool_results()), debug
     assert f"c1 printed {PRINTED}." in got["text"], debug
-    assert [c.source for c in nbformat.read(jp_root_dir / path, as_version=4).cells][1] == NEW_SOURCE
+    saved = await saved_notebook(jp_root_dir / path, until=lambda nb: nb.cells[1].source == NEW_SOURCE)
+    assert [c.source for c in saved.cells][1] == NEW_SOURCE
     # one card per change, in the notebook's words (the gate's title), none for the read
     assert cards == ["edit", "run"], debug
     if agent_name != "builtin":  # the built-in agent's own cards are in these words already (its own titles)
@@ -257,7 +259,9 @@ async def test_a_partial_edit_then_the_run_plan(agent_name, api, jp_root_dir, jp
     assert any(PLAN_PRINTED in r for r in fake.tool_results()), debug
     assert f"c1 printed {PLAN_PRINTED}." in got["text"], debug
     # the partial edit changed the one text, the rest of the cell kept
-    assert [c.source for c in nbformat.read(jp_root_dir / path, as_version=4).cells] == ["base = 50", NEW_SOURCE]
+    want = ["base = 50", NEW_SOURCE]
+    saved = await saved_notebook(jp_root_dir / path, until=lambda nb: [c.source for c in nb.cells] == want)
+    assert [c.source for c in saved.cells] == want
     # one card per change: the run, the edit, and the plan approved once, which names what it runs and why
     assert [kind for kind, _ in cards] == ["run", "edit", "run"], debug
     plan_title = cards[2][1] or ""

@@ -12,8 +12,7 @@ import pytest
 
 from jupyter_acp.notebook import provenance as prov
 from jupyter_acp.notebook.document import origin_for
-
-from .helpers import wait_until
+from jupyter_acp.testing.files import saved_notebook
 
 
 def change(action: prov.Action = "edited", turn: str = "t1", **kw: object) -> prov.AgentChange:
@@ -56,19 +55,17 @@ async def test_entries_written_with_an_edit_are_saved_and_survive_nbformat_and_n
     # saved by the server (jupyter-server-ydoc's autosave), read and validated by nbformat
     file = jp_root_dir / "prov" / "nb.ipynb"
 
-    def saved() -> nbformat.NotebookNode | None:
-        on_disk = nbformat.read(file, as_version=4)
-        return on_disk if prov.history(on_disk.cells[0].metadata) else None
-
-    on_disk = await wait_until(saved, timeout=20)
+    on_disk = await saved_notebook(file, until=lambda nb: prov.history(nb.cells[0].metadata))
     nbformat.validate(on_disk)
     assert prov.history(on_disk.cells[0].metadata) == [entry]
     assert on_disk.cells[0].source == "a = 10" and not prov.history(on_disk.cells[1].metadata)
 
-    # jupyter nbconvert --to notebook keeps it
+    # jupyter nbconvert --to notebook keeps it (run on a copy of what was read whole: the server may save again meanwhile)
+    still = jp_root_dir / "prov" / "as_saved.ipynb"
+    still.write_text(nbformat.writes(on_disk))
     out = jp_root_dir / "prov" / "converted.ipynb"
     subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", str(file), "--output", str(out)],
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", str(still), "--output", str(out)],
         check=True,
         capture_output=True,
         timeout=120,

@@ -14,6 +14,7 @@ import pytest
 
 from jupyter_acp.notebook import provenance as prov
 from jupyter_acp.testing.fake_model import FakeModel
+from jupyter_acp.testing.files import saved_notebook
 
 from ..conftest import Api, hostile, message_text
 from ..users import USER_HEADER, HeaderUsers, ReaderOnlyReads
@@ -202,8 +203,10 @@ async def test_a_hostile_agent_can_neither_forge_nor_erase_provenance(jp_fetch, 
     nb = await acp.tools.services.notebooks.open(path)
     mine = nb.cell("c1")[1]["metadata"][prov.PROVENANCE_KEY]
     assert prov.last_agent_change(nb.cell("c1")[1]["metadata"]).turn_id == first  # type: ignore[union-attr]
-    await wait_until(lambda: "x = 2" in (jp_root_dir / path).read_text())
-    on_disk = json.loads((jp_root_dir / path).read_text())
+    saved = await saved_notebook(
+        jp_root_dir / path, until=lambda nb: any(c.get("id") == "c1" and c.source == "x = 2" for c in nb.cells)
+    )
+    on_disk = json.loads(nbformat.writes(saved))
     forged = json.loads(json.dumps(on_disk))
     forged["cells"][1]["metadata"] = {"Jupyter_ACP": {"history": [{"by": "user", "user": "alice", "at": "2020"}]}}
     erased = json.loads(json.dumps(on_disk))
