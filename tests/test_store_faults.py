@@ -37,7 +37,9 @@ async def test_disk_full_then_recovered(api, make_notebook, jp_serverapp):
     s = await api.open(make_notebook("nb.ipynb"), "stream")
     await _turn(api, s["id"])
     fill_the_disk(store.db)
-    turn, events = await _turn(api, s["id"])
+    turn, _ = await _turn(api, s["id"])
+    # the notice follows the flush that failed: on a busy machine that flush held the whole turn, turn_ended too
+    events = await api.wait_for(s["id"], lambda evs: any(e.get("phase") == "store_failed" for e in evs), timeout=10)
     assert message_text(events, turn) == " ".join(map(str, range(50))), "the turn still streams"
     notices = [e for e in events if e["type"] == "notice" and e.get("phase") == "store_failed"]
     assert notices and "could not be saved" in notices[0]["text"]
@@ -58,9 +60,11 @@ async def test_store_locked_by_another_server(api, make_notebook, jp_serverapp):
     other = sqlite3.connect(store.path, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
     try:
-        turn, events = await _turn(api, s["id"])
+        turn, _ = await _turn(api, s["id"])
+        events = await api.wait_for(
+            s["id"], lambda evs: any(e.get("phase") == "store_failed" for e in evs), timeout=10
+        )  # the notice follows the failed flush
         assert message_text(events, turn) == " ".join(map(str, range(50)))
-        assert any(e["type"] == "notice" and e.get("phase") == "store_failed" for e in events)
     finally:
         other.execute("ROLLBACK")
         other.close()
