@@ -7,6 +7,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { IAcpEvent } from './model';
 import { OpError, openStream } from './stream';
+import type { IAnswer, ICancelAnswer, IPermissionAnswer, IPromptAnswer, SocketOp } from './wire';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -85,7 +86,7 @@ export class ApiError extends Error {
  * An op on the session's open WebSocket (a warm turn costs no extra HTTP request), its refusal as an ApiError;
  * null when no stream of the session is open (the caller uses the HTTP route).
  */
-function viaStream<T>(sessionId: string, frame: Record<string, unknown>): Promise<T> | null {
+function viaStream<T extends IAnswer>(sessionId: string, frame: SocketOp): Promise<T> | null {
   const sent = openStream(sessionId)?.op(frame);
   if (!sent) {
     return null;
@@ -148,7 +149,7 @@ export class AcpApi {
   }
 
   prompt(sessionId: string, blocks: any[]): Promise<{ turn_id: string }> {
-    const sent = viaStream<{ turn_id: string }>(sessionId, { op: 'prompt', prompt: blocks });
+    const sent = viaStream<IPromptAnswer>(sessionId, { op: 'prompt', prompt: blocks });
     return (
       sent ?? this.request(`sessions/${sessionId}/prompt`, { method: 'POST', body: JSON.stringify({ prompt: blocks }) })
     );
@@ -173,12 +174,16 @@ export class AcpApi {
   }
 
   cancel(sessionId: string): Promise<{ cancelled: boolean }> {
-    const sent = viaStream<{ cancelled: boolean }>(sessionId, { op: 'cancel' });
+    const sent = viaStream<ICancelAnswer>(sessionId, { op: 'cancel' });
     return sent ?? this.request(`sessions/${sessionId}/cancel`, { method: 'POST', body: '{}' });
   }
 
   answer(sessionId: string, requestId: string, optionId: string): Promise<unknown> {
-    const sent = viaStream(sessionId, { op: 'permission', request_id: requestId, option_id: optionId });
+    const sent = viaStream<IPermissionAnswer>(sessionId, {
+      op: 'permission',
+      request_id: requestId,
+      option_id: optionId
+    });
     return (
       sent ??
       this.request(`sessions/${sessionId}/permissions/${encodeURIComponent(requestId)}`, {

@@ -4,7 +4,7 @@
  * No JupyterLab imports (node's test runner drives it with a fake socket).
  */
 import { IAcpEvent } from './model';
-import type { IHistoryMoved } from './wire';
+import type { IHistoryMoved, SocketOp } from './wire';
 
 export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
@@ -71,11 +71,11 @@ export class EventStream {
   }
 
   /**
-   * Send an op (`{op: 'prompt' | 'cancel' | 'permission', ...}`) on the open socket; resolves with the server's
+   * Send an op (one of the wire's `SocketOp`s, its `ref` set here) on the open socket; resolves with the server's
    * answer, rejects with an OpError when it refuses, or with a plain Error when the socket closes first (the op
    * may or may not have run: the events tell). Null when the socket is not open: send it over HTTP instead.
    */
-  op(frame: Record<string, unknown>): Promise<IOpAnswer> | null {
+  op(frame: SocketOp): Promise<IOpAnswer> | null {
     const ws = this._ws;
     if (!ws || this.state !== 'open') {
       return null;
