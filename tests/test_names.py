@@ -167,3 +167,35 @@ async def test_a_mode_switch_and_an_option_change_name_who_made_them(as_user, ap
     assert config[0]["modes"]["currentModeId"] == other
     for e in events:
         validate_event(e)
+
+
+async def test_an_always_allow_picked_on_a_card_names_who_picked_it(
+    as_user, api, make_notebook, jp_root_dir, jp_ws_fetch
+):
+    """Alice's agent asks to edit a cell; bob answers "Always allow" on his socket. From then on the agent edits
+    unasked, so the policy change says it was bob's doing, as the card's answer does."""
+    import nbformat
+
+    nb = make_notebook("always.ipynb", ["x = 1"])
+    cell = nbformat.read(jp_root_dir / nb, as_version=4).cells[0].id
+    s = await as_user("alice", "POST", "sessions", body={"notebook": nb, "agent": "hostile"})
+    edit = {"do": "tool", "name": "client_edit_cell", "args": {"cell_id": cell, "old_string": "1", "new_string": "2"}}
+    bob = await jp_ws_fetch("jupyter-acp", "sessions", s["id"], "stream", params={"after": "0"},
+                            headers={USER_HEADER: "bob"})  # fmt: skip
+    turn = (await as_user("alice", "POST", "sessions", s["id"], "prompt", body={"text": json.dumps([edit])}))["turn_id"]
+    events = await api.wait_for(s["id"], lambda evs: any(e["type"] == "permission_request" for e in evs))
+    card = next(e for e in events if e["type"] == "permission_request")
+    assert card["source"] == "client", card  # the gate's own card
+    await bob.write_message(json.dumps({"op": "permission", "ref": "b1", "request_id": card["request_id"],
+                                        "option_id": "allow_always"}))  # fmt: skip
+    assert (await answer_of(bob, "b1"))["ok"] is True
+    events = await api.wait_turn_end(s["id"], turn)
+    bob.close()
+
+    (policy,) = [e for e in events if e["type"] == "policy_changed"]
+    assert policy["always_allowed"] == ["client_edit_cell"]
+    assert policy["actor"] == BOB, policy
+    resolved = next(e for e in events if e["type"] == "permission_resolved")
+    assert resolved["actor"] == BOB and resolved["option_id"] == "allow_always"
+    for e in events:
+        validate_event(e)

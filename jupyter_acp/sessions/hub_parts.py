@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     import asyncio
 
+    from ..protocol.actor import Actor
     from ..tools.host import Action, Approver
     from .settings import HubSettings
     from .state import NotebookSession
@@ -43,7 +44,9 @@ class GateSteps(Protocol):
 
     def agent_request_allowed(self, session: NotebookSession, request_id: str, tool_call: dict[str, Any]) -> None: ...
 
-    def grant_own_card(self, session: NotebookSession, request_id: str, grant: Any, *, always: bool) -> None: ...
+    def grant_own_card(
+        self, session: NotebookSession, request_id: str, grant: Any, *, always: bool, actor: Actor | None = None
+    ) -> None: ...
 
 
 class QuestionSteps(Protocol):

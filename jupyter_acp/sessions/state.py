@@ -42,6 +42,8 @@ class PendingPermission:
     #: an agent's request asked on the project's own card: what its "allow" grants at the gate
     #: (``approvals.OwnCardGrant``; None for every other request, matched by ``tool_call`` instead)
     grants: Any = None
+    #: who answered it (set with the answer): the gate's own card says who gave an "always allow"
+    actor: Any = None
 
 
 @dataclass

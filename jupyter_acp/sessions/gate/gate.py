@@ -280,7 +280,7 @@ class Gate:
         if outcome.get("outcome") == "selected":
             option = outcome.get("optionId")
             if option == "allow_always":
-                self.allow_always(session, action.name)
+                self.allow_always(session, action.name, actor=outcome.get("actor"))
                 return "the user chose always allow"
             if option == "allow_once":
                 return "the user allowed it"
@@ -381,13 +381,21 @@ class Gate:
         if approval.useful:
             turn.agent_approvals.append(approval)
 
-    def grant_own_card(self, session: NotebookSession, request_id: str, grant: OwnCardGrant, *, always: bool) -> None:
+    def grant_own_card(
+        self,
+        session: NotebookSession,
+        request_id: str,
+        grant: OwnCardGrant,
+        *,
+        always: bool,
+        actor: Actor | None = None,
+    ) -> None:
         """The user allowed an agent's request asked on the project's own card (``own_tools.py``): the call that
         card showed needs no second ask, and an "always" of the agent's is one of the gate's too."""
         if session.turn is not None:
             session.turn.agent_approvals.append(grant.approval(request_id))
         if always:
-            self.allow_always(session, grant.tool)
+            self.allow_always(session, grant.tool, actor=actor)
 
     def _take_agent_approval(self, session: NotebookSession, action: Action) -> str | None:
         turn = session.turn
@@ -440,9 +448,16 @@ class Gate:
                     return str(call_id)
         return None
 
-    def allow_always(self, session: NotebookSession, name: str) -> None:
+    def allow_always(self, session: NotebookSession, name: str, actor: Actor | None = None) -> None:
+        """Stop asking for ``name`` in this session; ``actor``: who picked "Always allow" on the card (every panel
+        names who changed what the agent may do unasked)."""
         session.always_allowed.add(name)
-        self.hub.emit(session, "policy_changed", always_allowed=sorted(session.always_allowed))
+        self.hub.emit(
+            session,
+            "policy_changed",
+            always_allowed=sorted(session.always_allowed),
+            **({"actor": actor} if actor else {}),
+        )
 
     def revoke_always(self, session: NotebookSession, name: str | None = None, actor: Actor | None = None) -> list[str]:
         """Ask again for ``name`` (every tool: None); ``actor``: who undid it, as every panel says it."""

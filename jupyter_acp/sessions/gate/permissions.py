@@ -67,7 +67,7 @@ class Permissions:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         turn_id = session.turn.id if session.turn else None
         call_id = tool_call.get("toolCallId") if isinstance(tool_call.get("toolCallId"), str) else None
-        session.pending_permissions[request_id] = PendingPermission(
+        pending = session.pending_permissions[request_id] = PendingPermission(
             request_id, fut, options, turn_id, call_id, tool_call=tool_call, source=source, grants=grants
         )
         # an "always" option the admin does not let users pick is shown greyed, with the reason
@@ -110,6 +110,9 @@ class Permissions:
             session.pending_permissions.pop(request_id, None)
             if session.turn:
                 session.turn.touch()
+        if source == "client" and pending.actor is not None:
+            # the gate's own card (never sent to an agent): who answered, for what the answer changes ("always")
+            outcome = {**outcome, "actor": pending.actor}
         return outcome
 
     def answer_permission(
@@ -125,8 +128,11 @@ class Permissions:
         why = self.hub.app.admin_rules.option(str(kinds[option_id]))
         if why:
             raise HubError(why, 403)
+        pending.actor = actor
         if str(kinds[option_id]).startswith("allow") and pending.grants is not None:
-            self.hub.gate.grant_own_card(session, request_id, pending.grants, always=kinds[option_id] == "allow_always")
+            self.hub.gate.grant_own_card(
+                session, request_id, pending.grants, always=kinds[option_id] == "allow_always", actor=actor
+            )
         elif str(kinds[option_id]).startswith("allow") and pending.source == "agent":
             self.hub.gate.agent_request_allowed(session, request_id, pending.tool_call)
         if not pending.future.done():
