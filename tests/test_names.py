@@ -165,6 +165,11 @@ async def test_a_mode_switch_and_an_option_change_name_who_made_them(as_user, ap
     config = [e for e in events if e["type"] == "session_config"]
     assert [c["actor"] for c in config] == [BOB, ALICE]
     assert config[0]["modes"]["currentModeId"] == other
+    # and which switch each was: the panel writes it as a line ("Mode set to ...") whatever the reader saw before
+    assert [c["switched"] for c in config] == [
+        {"kind": "mode", "id": "mode", "value": other},
+        {"kind": "option", "id": "model", "value": "openai/b"},
+    ]
     for e in events:
         validate_event(e)
 

@@ -184,12 +184,22 @@ class SessionReady(Event):
     config_options: list[JsonObject] | None
 
 
+class Switched(WireModel):
+    """Which switch made a ``session_config``: the panel says it in the conversation ("Mode set to Plan") from the
+    state the event carries, whatever state the reader had before (a page of a long history starts anywhere)."""
+
+    kind: Literal["mode", "option"]
+    id: str = Field(description="the mode picker ('mode') or the config option's id")
+    value: str | bool
+
+
 class SessionConfig(Event):
     """The session's modes and options after a switch through the API (the whole state, as the agent has it)."""
 
     type: Literal["session_config"]
     modes: JsonObject | None
     config_options: list[JsonObject] | None
+    switched: Switched | None = Field(default=None, description="the switch that made it (absent: an older server)")
     actor: Actor | None = _actor("switched the mode or changed the option")
 
 
@@ -557,7 +567,7 @@ def typescript() -> str:
     """The wire as TypeScript: an interface per model, the union ``AcpEvent`` and the list of event types."""
     out = [TS_HEADER]
     out += [*_ts_interface(Event, None), ""]
-    for nested in (Actor, Review, ExitStatus):
+    for nested in (Actor, Review, ExitStatus, Switched):
         out += [*_ts_interface(nested, None), ""]
     for event in EVENTS:
         out += [*_ts_interface(event, Event), ""]

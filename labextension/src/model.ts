@@ -37,7 +37,7 @@ import type {
   Phase
 } from './items';
 import { toolLabel, usageOf } from './items';
-import { pickersOf } from './options';
+import { pickersOf, switchedText } from './options';
 import { IActor, actorOf } from './people';
 import { ownToolOfUpdate } from './owntools';
 import type { AcpEvent, IElicitationRequestEvent, IElicitationResolvedEvent, IPermissionRequestEvent } from './wire';
@@ -437,10 +437,26 @@ export class ChatModel {
         }
         this.setConfig(e.modes, e.config_options);
         break;
-      case 'session_config':
+      case 'session_config': {
         // a switch through the API (this browser's or another's): the whole state, as the agent has it
         this.setConfig(e.modes, e.config_options);
+        // a switch is a line in the conversation (what, and who when not the viewer): the agent works differently
+        // from here
+        const changed = switchedText(e.switched, pickersOf(e.modes, e.config_options));
+        if (changed) {
+          this._add({
+            kind: 'notice',
+            id: this._newId('notice', seq),
+            turnId: this.runningTurn,
+            version: 0,
+            text: changed,
+            level: 'info',
+            phase: 'session_config',
+            ...whoAndWhen(e)
+          });
+        }
         break;
+      }
       case 'terminal_output': {
         const id = String(e.terminalId ?? '');
         if (!id) {

@@ -7,6 +7,7 @@
 
 import { trans } from './i18n';
 import type { IChoice, IModes, IPermissionOption, IPicker } from './items';
+import type { ISwitched } from './wire';
 
 /** An option's id: `id` in ACP v1, `configId` in v2 drafts. */
 export function optionId(opt: any): string {
@@ -131,4 +132,27 @@ export function lineDiff(oldText: string | null | undefined, newText: string): {
     out.push({ op: ' ', line: a[i] });
   }
   return out;
+}
+
+/**
+ * What a switch said in the conversation's log: "Mode set to Plan", "Model set to GPT-5", "Thinking turned on",
+ * named from the pickers of the state the switch made (the choice's name, not its id). Null when the pickers do not
+ * show it (an option of a type the panel does not offer).
+ */
+export function switchedText(switched: ISwitched | undefined, pickers: IPicker[]): string | null {
+  if (!switched) {
+    return null;
+  }
+  const picker = pickers.find(p =>
+    switched.kind === 'mode' ? p.kind === 'mode' : p.kind !== 'mode' && p.id === switched.id
+  );
+  if (!picker) {
+    return null;
+  }
+  if (picker.kind === 'boolean') {
+    return switched.value ? trans.__('%1 turned on', picker.name) : trans.__('%1 turned off', picker.name);
+  }
+  const value = String(switched.value);
+  const choice = picker.choices.find(c => c.value === value);
+  return trans.__('%1 set to %2', picker.name, choice?.name || value);
 }

@@ -54,6 +54,17 @@ export interface IExitStatus {
   signal: string | null;
 }
 
+/**
+ * Which switch made a `session_config`: the panel says it in the conversation ("Mode set to Plan") from the state the
+ * event carries, whatever state the reader had before (a page of a long history starts anywhere).
+ */
+export interface ISwitched {
+  kind: 'mode' | 'option';
+  /** the mode picker ('mode') or the config option's id */
+  id: string;
+  value: string | boolean;
+}
+
 /** A prompt was accepted: the user's words (ACP content blocks) open a turn. */
 export interface ITurnStartedEvent extends IEventBase {
   type: 'turn_started';
@@ -128,6 +139,8 @@ export interface ISessionConfigEvent extends IEventBase {
   type: 'session_config';
   modes: { [key: string]: any } | null;
   config_options: { [key: string]: any }[] | null;
+  /** the switch that made it (absent: an older server) */
+  switched?: ISwitched;
   /** who switched the mode or changed the option (absent: not said, e.g. an older server's event) */
   actor?: IActor;
 }

@@ -51,6 +51,10 @@ def test_switch_mode_and_model_and_they_stick(ui, second_ui, fake_model):
     assert [o["currentValue"] for o in info["config_options"] if o["id"] == "model"] == ["openai/fake-large"]
     expect(b.panel.get_by_label("Agent mode")).to_have_value("auto", timeout=LONG)
     expect(b.panel.get_by_label("Model", exact=True)).to_have_value("openai/fake-large", timeout=LONG)
+    # each switch is a line in the conversation, in both browsers: the agent works differently from here
+    for log in (panel, b.panel):
+        expect(log.locator(".jp-ACP-notice", has_text="Mode set to Auto")).to_have_count(1, timeout=LONG)
+        expect(log.locator(".jp-ACP-notice", has_text="Model set to openai/fake-large")).to_have_count(1, timeout=LONG)
 
     # the next prompt talks to the chosen model
     ui.send("what does this notebook do?")

@@ -336,6 +336,7 @@ class Turns:
             "session_config",
             modes=session.modes,
             config_options=session.config_options,
+            switched={"kind": "mode", "id": "mode", "value": mode_id},
             **({"actor": actor} if actor else {}),
         )
 
@@ -371,6 +372,7 @@ class Turns:
             "session_config",
             modes=session.modes,
             config_options=session.config_options,
+            switched={"kind": "option", "id": config_id, "value": value},
             **({"actor": actor} if actor else {}),
         )
 

@@ -439,3 +439,56 @@ test('an answer is open while it streams and ends (a new version) when its turn 
   ]);
   assert.equal((replay.items[1] as any).open, false);
 });
+
+test('a mode switch or an option change is a line in the conversation, named from the state it made', () => {
+  const modes = {
+    currentModeId: 'plan',
+    availableModes: [
+      { id: 'code', name: 'Code' },
+      { id: 'plan', name: 'Plan' }
+    ]
+  };
+  const options = [
+    {
+      id: 'model',
+      name: 'Model',
+      type: 'select',
+      currentValue: 'openai/b',
+      options: [
+        { value: 'openai/a', name: 'GPT A' },
+        { value: 'openai/b', name: 'GPT B' }
+      ]
+    },
+    { id: 'think', name: 'Thinking', type: 'boolean', currentValue: true }
+  ];
+  const bob = { kind: 'user', username: 'bob', display_name: 'Bob Dylan', color: null };
+  const events = [
+    ev('session_config', {
+      modes,
+      config_options: options,
+      switched: { kind: 'mode', id: 'mode', value: 'plan' },
+      actor: bob,
+      ts: 100
+    }),
+    ev('session_config', {
+      modes,
+      config_options: options,
+      switched: { kind: 'option', id: 'model', value: 'openai/b' }
+    }),
+    ev('session_config', { modes, config_options: options, switched: { kind: 'option', id: 'think', value: true } }),
+    ev('session_config', { modes, config_options: options }) // an older server's: no line
+  ];
+  // a reader whose page starts here (no session_ready before it) sees the same lines
+  const m = new ChatModel();
+  m.applyAll(events);
+  const notices = m.items.filter(i => i.kind === 'notice') as any[];
+  assert.deepEqual(
+    notices.map(n => n.text),
+    ['Mode set to Plan', 'Model set to GPT B', 'Thinking turned on']
+  );
+  assert.equal(notices[0].phase, 'session_config');
+  assert.equal(notices[0].actor.username, 'bob');
+  assert.equal(notices[0].at, 100);
+  assert.equal(notices[1].actor, undefined);
+  assert.equal(m.pickers().find(p => p.kind === 'mode')?.value, 'plan', 'the pickers follow the switch too');
+});
