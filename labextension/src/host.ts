@@ -58,7 +58,8 @@ class SessionObserver implements ISessionObserver {
       from => parts.api.streamUrl(sessionId, from),
       () => this._lastSeq,
       events => this._receive(events),
-      parts.socket
+      parts.socket,
+      false // an observer's socket: the panel's ops keep riding the panel's own
     );
     this._stream.onState = state => {
       if (state === 'open') {

@@ -65,7 +65,12 @@ export class EventStream {
     private readonly _url: (after: number) => string,
     private readonly _lastSeq: () => number,
     private readonly _onEvents: (events: IAcpEvent[]) => void,
-    private readonly _socket: (url: string) => WebSocket = url => new WebSocket(url)
+    private readonly _socket: (url: string) => WebSocket = url => new WebSocket(url),
+    /**
+     * Whether the panel's ops (prompt, cancel, answers) may ride this socket: the panel's own stream, not another
+     * extension's observer (`IAcpHost.observe`), whose socket closes when that extension is done with it.
+     */
+    private readonly _carriesOps = true
   ) {
     this._connect();
   }
@@ -116,7 +121,7 @@ export class EventStream {
     const ws = this._socket(url);
     this._ws = ws;
     const key = SESSION_IN_URL.exec(url)?.[1] ?? null;
-    if (key && !this._key) {
+    if (key && !this._key && this._carriesOps) {
       this._key = key;
       streams.set(key, this);
     }

@@ -71,3 +71,28 @@ test('ops ride the open socket, answers come back by ref and never reach the eve
   assert.equal(openStream(SID), null, 'reconnecting: HTTP again');
   stream.dispose();
 });
+
+test("another extension's observer never becomes the socket the panel's ops ride", () => {
+  const sockets: FakeSocket[] = [];
+  const make = (carriesOps: boolean) =>
+    new EventStream(
+      after => `ws://x/jupyter-acp/sessions/${SID}/stream?after=${after}`,
+      () => 0,
+      () => undefined,
+      url => {
+        const s = new FakeSocket(url);
+        sockets.push(s);
+        return s as any;
+      },
+      carriesOps
+    );
+  const panel = make(true);
+  sockets[0].open();
+  const observer = make(false);
+  sockets[1].open();
+  assert.equal(openStream(SID), panel, "the panel's own stream");
+  observer.dispose();
+  assert.equal(openStream(SID), panel, "still the panel's when the observer is done");
+  panel.dispose();
+  assert.equal(openStream(SID), null);
+});
