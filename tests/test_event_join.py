@@ -35,12 +35,12 @@ async def test_a_burst_of_chunks_is_stored_and_sent_as_few_events(api, make_note
 
 
 class _Log(EventLog):
-    """The event log alone: emit and seal, no loop, no store."""
+    """The event log alone: emit and seal, no loop, no store (it never reads its hub here)."""
 
     def __init__(self) -> None:
-        self._dirty: set[NotebookSession] = set()
+        super().__init__(hub=None)  # type: ignore[arg-type]
 
-    def _schedule_flush(self, soon: bool = False) -> None:
+    def schedule_flush(self, soon: bool = False) -> None:
         pass
 
 
@@ -56,7 +56,7 @@ def _chunk(text: str, kind: str = "agent_message_chunk", **more: Any) -> dict[st
 
 
 def _texts(log: _Log, session: NotebookSession) -> list[tuple[str, str]]:
-    log._seal(session)
+    log.seal(session)
     return [
         (e["update"]["sessionUpdate"], e["update"]["content"]["text"]) if "update" in e else (e["type"], e["text"])
         for e in session.outbox
@@ -101,7 +101,7 @@ def test_a_joined_event_stays_under_the_limit():
     piece = "x" * 1000
     for _ in range(JOIN_LIMIT // 1000 * 3):
         log.emit_update(s, _chunk(piece))
-    log._seal(s)
+    log.seal(s)
     sizes = [len(e["update"]["content"]["text"]) for e in s.outbox]
     assert max(sizes) <= JOIN_LIMIT and len(sizes) >= 3
     assert sum(sizes) == 1000 * (JOIN_LIMIT // 1000 * 3)

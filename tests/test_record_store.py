@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jupyter_acp.magic import turn as magic_turn
-from jupyter_acp.testing.store_faults import fill_the_disk
+from jupyter_acp.testing.store_faults import BIG_PROMPT, fill_the_disk
 
 from .conftest import message_text, scripted
 
@@ -106,7 +106,7 @@ async def test_one_row_the_store_refuses_never_blocks_the_others_and_is_said(api
         stored = hub.store.read(good["id"])
         assert [e["seq"] for e in stored] == [e["seq"] for e in events2], "the other session is stored whole"
         assert any(e["type"] == "turn_ended" and e["turn_id"] == turn2 for e in stored)
-        assert hub._store_failed is None, "the store did not fail"
+        assert hub.log.failed is None, "the store did not fail"
         # the refused events stay in this server's replays
         assert ended(turn)(await api.events(bad["id"]))
     finally:
@@ -119,7 +119,7 @@ async def test_saving_resumes_at_the_next_flush_once_the_disk_has_room(api, make
     s = await api.open(make_notebook("nb.ipynb"), "stream")
     await _turn(api, s["id"])
     fill_the_disk(store.db)  # SQLITE_FULL, as a full disk
-    await _turn(api, s["id"])
+    await _turn(api, s["id"], BIG_PROMPT)
     # the notice follows the flush that failed: on a busy machine that flush held the whole turn, turn_ended too
     await api.wait_for(s["id"], lambda evs: any(e.get("phase") == "store_failed" for e in evs), timeout=10)
     store.db.execute("PRAGMA max_page_count = 1073741823")  # room again
@@ -136,12 +136,12 @@ async def test_an_accepted_prompt_is_stored_before_its_answer_leaves(api, make_n
     hub = _hub(jp_serverapp)
     s = await api.open(make_notebook("nb.ipynb"), "echo")
     await _turn(api, s["id"], "echo: warm")
-    timed = hub._schedule_flush
-    hub._schedule_flush = lambda soon=False: None  # no timed flush: only what the answer itself stores
+    timed = hub.log.schedule_flush
+    hub.log.schedule_flush = lambda soon=False: None  # no timed flush: only what the answer itself stores
     try:
         turn = await api.prompt(s["id"], "echo: http")
         assert any(e["type"] == "turn_started" and e["turn_id"] == turn for e in hub.store.read(s["id"])), "HTTP"
-        hub._flush()
+        hub.log.flush()
         await api.wait_turn_end(s["id"], turn)
         ws = await jp_ws_fetch("jupyter-acp", "sessions", s["id"], "stream", params={"after": "0"})
         await ws.write_message(json.dumps({"op": "prompt", "ref": 1, "text": "echo: socket"}))
@@ -153,5 +153,5 @@ async def test_an_accepted_prompt_is_stored_before_its_answer_leaves(api, make_n
         assert any(e["type"] == "turn_started" and e["turn_id"] == turn for e in hub.store.read(s["id"])), "socket"
         ws.close()
     finally:
-        hub._schedule_flush = timed
-        hub._flush()
+        hub.log.schedule_flush = timed
+        hub.log.flush()

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from jupyter_acp.testing.store_faults import fill_the_disk
+from jupyter_acp.testing.store_faults import BIG_PROMPT, fill_the_disk
 
 from .conftest import message_text, scripted
 
@@ -37,7 +37,7 @@ async def test_disk_full_then_recovered(api, make_notebook, jp_serverapp):
     s = await api.open(make_notebook("nb.ipynb"), "stream")
     await _turn(api, s["id"])
     fill_the_disk(store.db)
-    turn, _ = await _turn(api, s["id"])
+    turn, _ = await _turn(api, s["id"], BIG_PROMPT)
     # the notice follows the flush that failed: on a busy machine that flush held the whole turn, turn_ended too
     events = await api.wait_for(s["id"], lambda evs: any(e.get("phase") == "store_failed" for e in evs), timeout=10)
     assert message_text(events, turn) == " ".join(map(str, range(50))), "the turn still streams"

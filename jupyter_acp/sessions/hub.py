@@ -14,6 +14,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
@@ -56,14 +57,14 @@ __all__ = [
 ]
 
 
-class SessionHub(EventLog):
-    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log in its own
-    module (still a mixin, its state declared in ``hub_parts.py``: the store-failure tests reach into it, and a move
-    would rewrite them); the turns, the agent sessions, the permissions, the gate, the terminals, the tool lists'
-    follower, the agents' questions, the current agents and the conversations are services it holds, each taking a
-    Protocol of what it uses of the hub."""
+class SessionHub:
+    """The facade the routes and the app hold: the session registry and the lifecycle here; the event log, the
+    turns, the agent sessions, the permissions, the gate, the terminals, the tool lists' follower, the agents'
+    questions, the current agents and the conversations are services it holds, each taking a Protocol of what it
+    uses of the hub."""
 
-    # the services, as the routes and the app use them (the parts see them through HubParts' narrower protocols)
+    # the services, as the routes and the app use them (the parts see them through narrower protocols)
+    log: EventLog
     gate: Gate
     follower: ToolListFollower
     questions: Questions
@@ -81,19 +82,10 @@ class SessionHub(EventLog):
         self._by_key: dict[tuple[str, str], NotebookSession] = {}
         self._by_acp: dict[tuple[str, str], NotebookSession] = {}
         self.connections: dict[str, AgentConnection] = {}
-        self._flush_handle: asyncio.Handle | None = None
-        self._last_flush = 0.0
-        self._dirty: set[NotebookSession] = set()
-        self._store_failed: str | None = None
-        self._store_busy = False
-        self._store_retry_at = 0.0
-        self._store_retry: asyncio.TimerHandle | None = None
-        #: sessions told about the store's current failure (each once)
-        self._store_told: set[str] = set()
-        #: sessions whose record the store refused (told once)
-        self._refused_records: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
+        #: every session's events: recorded, stored in bursts, sent, replayed (``log/events.py``)
+        self.log = EventLog(self)
         self.mcp_host: Any = None  # channels.mcp_http.McpToolHost, started when first needed
         #: the one gate every agent action passes
         self._file_rules: FileRules | None = None
@@ -139,8 +131,8 @@ class SessionHub(EventLog):
             self._load(rec, last_words.get(rec.id))
         # what was said at load (turns the server died in, what a stop could not save) is stored before any
         # client reads
-        self._flush()
-        if last_words and self._store_failed is None:
+        self.log.flush()
+        if last_words and self.log.failed is None:
             self.lives.forget_last_words()
 
     def _load(self, rec: SessionRecord, lost: dict[str, Any] | None = None) -> NotebookSession:
@@ -188,7 +180,7 @@ class SessionHub(EventLog):
             session.seq, session.run_end = session.next_start + 1, NO_RUN_END
         event = {"seq": session.seq, "type": type_, "ts": time.time(), **data}
         session.unsaved.append((event, encode(event), conversation))
-        self._dirty.add(session)
+        self.log.mark_dirty(session)
 
     def _tell_lost(self, session: NotebookSession, lost: dict[str, Any]) -> None:
         n = int(lost.get("events") or 0)
@@ -272,7 +264,7 @@ class SessionHub(EventLog):
         if rec is None or rec.id in self.sessions:
             return None
         session = self._load(rec)
-        self._schedule_flush()
+        self.log.schedule_flush()
         return session
 
     def _create(self, path: str, agent: str) -> NotebookSession:
@@ -296,14 +288,49 @@ class SessionHub(EventLog):
                     return adopted
             session.record_dirty = True  # saved with its events once the store works
             self._add(session)
-            self._store_failure(str(exc), busy=exc.busy, touched=[session])
+            self.log.store_failure(str(exc), busy=exc.busy, touched=[session])
             return session
         self._add(session)
-        self._schedule_flush()
+        self.log.schedule_flush()
         return session
 
     def _sessions_of(self, agent: str) -> builtins.list[NotebookSession]:
         return [s for s in self.sessions.values() if s.agent == agent]
+
+    # -- the event log (a service: log/events.py), by the names the routes and parts use -------------------------
+    def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
+        """Record an event; stored, then sent to every subscriber, with what else is said in the same burst."""
+        return self.log.emit(session, type_, **data)
+
+    def emit_update(self, session: NotebookSession, update: dict[str, Any]) -> None:
+        """An agent's ``session/update`` as an event (a text chunk may join the one before it)."""
+        self.log.emit_update(session, update)
+
+    def store_now(self) -> None:
+        """Store (and send) what waits, now: an answer that says an event happened leaves after it is stored."""
+        self.log.store_now()
+
+    def events(
+        self,
+        session: NotebookSession,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        before: int | None = None,
+        current: bool = False,
+    ) -> builtins.list[dict[str, Any]]:
+        """One page of the session's events (``EventLog.events``)."""
+        return self.log.events(session, after, limit, before=before, current=current)
+
+    def history_moved(self, session: NotebookSession, after: int) -> dict[str, Any] | None:
+        """What to tell a client that saw events past the server's last seq, else None."""
+        return self.log.history_moved(session, after)
+
+    def subscribe(
+        self, session: NotebookSession, after: int, sub: Subscriber, *, current: bool = False
+    ) -> tuple[builtins.list[dict[str, Any]], Callable[[], None]]:
+        """Replay from ``after``, then live (``EventLog.subscribe``)."""
+        return self.log.subscribe(session, after, sub, current=current)
 
     # -- the agent sessions (a service: connections/agent_sessions.py), by the names the routes and parts use ----
     def connection(self, agent: str) -> AgentConnection:
@@ -426,8 +453,8 @@ class SessionHub(EventLog):
         if session is None:
             return
         session.record_dirty = True
-        self._dirty.add(session)
-        self._schedule_flush()
+        self.log.mark_dirty(session)
+        self.log.schedule_flush()
 
     # -- lifecycle -------------------------------------------------------------------------------
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -451,11 +478,8 @@ class SessionHub(EventLog):
             self.mcp_host.stop()
         if self.review is not None:
             await self.review.stop()
-        self._flush()  # the last save attempt, whatever the retry timer says (closing)
-        if self._store_retry is not None:
-            self._store_retry.cancel()
-            self._store_retry = None
-        if self._store_failed is None:
+        self.log.stop()  # the last save attempt, whatever the retry timer says (closing)
+        if self.log.failed is None:
             self._release_reservations()
         else:
             self._last_words()
@@ -484,7 +508,7 @@ class SessionHub(EventLog):
                 "turns": turns,
                 "first": events[0]["seq"],
                 "last": events[-1]["seq"],
-                "reason": self._store_failed,
+                "reason": self.log.failed,
             }
         if lost:
             n = sum(v["events"] for v in lost.values())

@@ -1,28 +1,22 @@
-"""What the hub's services ask of one another, and what its one remaining part reads of it, declared with types.
+"""What the hub's services ask of one another, declared with types.
 
-:class:`~jupyter_acp.sessions.hub.SessionHub` holds services (the turns, the agent sessions, the permissions, the
-conversations, the gate, the terminals, the tool lists' follower, the agents' questions, the current agents), each
-built with the hub as a Protocol of what it uses of it, and keeps one part of its own: the event log (still a mixin: the
-store-failure tests reach into its state on the hub, and moving it means rewriting them first).  A service that uses another
-sees it through a narrow Protocol declared here (``GateSteps``, ``QuestionSteps``, ``KernelFollowing``,
-``ConversationSteps``): their packages import this module, and it imports none of them, so the imports among
-``sessions/``'s packages stay one way.  :class:`HubParts` declares, for the checker only, the hub state the event log
-reads and the event log's own state, so a misspelt name there fails ``mypy`` as it does in every service.
+:class:`~jupyter_acp.sessions.hub.SessionHub` holds services (the event log, the turns, the agent sessions, the
+permissions, the conversations, the gate, the terminals, the tool lists' follower, the agents' questions, the current
+agents), each built with the hub as a Protocol of what it uses of it. A service that uses another sees it through a
+narrow Protocol declared here (``GateSteps``, ``QuestionSteps``, ``KernelFollowing``, ``ConversationSteps``,
+``LogSteps``): their packages import this module, and it imports none of them, so the imports among ``sessions/``'s
+packages stay one way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    import asyncio
-
     from ..protocol.actor import Actor
     from ..tools.host import Action, Approver
-    from .settings import HubSettings
     from .state import NotebookSession
-    from .store import TranscriptStore
-    from .store.lives import Lives
 
 
 class GateSteps(Protocol):
@@ -78,26 +72,14 @@ class ConversationSteps(Protocol):
     async def new(self, session: NotebookSession) -> None: ...
 
 
-class HubParts:
-    """What the event log, the hub's one remaining part, uses of the hub's state, and the event log's own state
-    (declared for the checker; SessionHub sets it up in its ``__init__``)."""
+class LogSteps(Protocol):
+    """What the hub's other services ask of the event log (``log/events.py``) beyond ``emit``: a session's joined
+    chunks written out, a flush now or soon, the store's failure said."""
 
-    if TYPE_CHECKING:  # pragma: no cover
-        # -- the hub's state the event log reads (hub.py) --------------------------------------
-        app: HubSettings
-        store: TranscriptStore
-        lives: Lives
-        sessions: dict[str, NotebookSession]
-        closing: bool
-        questions: QuestionSteps
+    def seal(self, session: NotebookSession) -> None: ...
 
-        # -- the event log's own state (events.py) ---------------------------------------------
-        _flush_handle: asyncio.Handle | None
-        _last_flush: float
-        _dirty: set[NotebookSession]
-        _store_failed: str | None
-        _store_busy: bool
-        _store_retry_at: float
-        _store_retry: asyncio.TimerHandle | None
-        _store_told: set[str]
-        _refused_records: set[str]
+    def flush(self) -> None: ...
+
+    def schedule_flush(self, soon: bool = False) -> None: ...
+
+    def store_failure(self, message: str, *, busy: bool = False, touched: Sequence[NotebookSession] = ()) -> None: ...

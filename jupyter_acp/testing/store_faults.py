@@ -20,10 +20,11 @@ from tornado import web
 
 
 def fill_the_disk(db: sqlite3.Connection) -> None:
-    """SQLITE_FULL, as a full disk gives it, from the next write on (``db``: the store's own autocommit connection):
-    the file may not grow (``max_page_count``) and the room left in its pages is taken by a filler table (rows down
-    to one byte), so even one small event fails, however a busy machine joins a stream's chunks.  Undo with
-    ``PRAGMA max_page_count = 1073741823``."""
+    """SQLITE_FULL, as a full disk gives it, for the next write that needs a page (``db``: the store's own autocommit
+    connection): the file may not grow (``max_page_count``) and its free pages are taken by a filler table (rows down
+    to one byte). The room left inside the pages the store's own tables already use stays: a few small events may
+    still fit there, so a test that must see the store fail writes one that cannot (``BIG_PROMPT``: a prompt of
+    100 KB needs overflow pages of its own).  Undo with ``PRAGMA max_page_count = 1073741823``."""
     db.execute("CREATE TABLE IF NOT EXISTS test_filler (b BLOB)")
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     db.execute(f"PRAGMA max_page_count = {pages}")
@@ -35,6 +36,10 @@ def fill_the_disk(db: sqlite3.Connection) -> None:
             if "full" not in str(exc):
                 raise
 
+
+#: a prompt whose ``turn_started`` needs new pages (overflow pages of its own): it cannot fit in the room left inside
+#: the store's pages after :func:`fill_the_disk`, so the store fails for sure
+BIG_PROMPT = "go " + "x" * 100_000
 
 #: ``ServerProcess(extensions=FAULTS)`` loads this extension next to jupyter_acp
 FAULTS = {"jupyter_acp.testing.store_faults": True}

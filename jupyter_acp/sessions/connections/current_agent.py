@@ -10,7 +10,6 @@ panel watching any of them (another browser tab too) sees it and switches.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.actor import Actor
@@ -20,6 +19,7 @@ from ..store import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...catalog.agents import AgentSpec
+    from ..hub_parts import LogSteps
     from ..settings import HubSettings
     from ..state import NotebookSession
     from ..store import TranscriptStore
@@ -60,11 +60,10 @@ class CurrentAgentHub(Protocol):
 
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]: ...
 
+    @property
+    def log(self) -> LogSteps: ...
+
     async def cancel(self, session: NotebookSession) -> bool: ...
-
-    def _schedule_flush(self, soon: bool = False) -> None: ...
-
-    def _store_failure(self, message: str, *, busy: bool = False, touched: Sequence[NotebookSession] = ()) -> None: ...
 
 
 class CurrentAgents:
@@ -127,9 +126,9 @@ class CurrentAgents:
             chosen[path] = agent
             try:
                 self.hub.store.save_current_agent(self.hub.root, path, agent)
-                self.hub._schedule_flush()
+                self.hub.log.schedule_flush()
             except StoreError as exc:
-                self.hub._store_failure(str(exc))
+                self.hub.log.store_failure(str(exc))
         if previous != agent:
             text = f"The notebook's agent is now {agent} (changed {BY.get(by, BY['api'])}; it was {previous})."
             for other in self.hub.list(path):
@@ -177,6 +176,6 @@ class CurrentAgents:
             try:
                 self.hub.store.forget_current_agent(self.hub.root, path)
                 self.hub.store.save_current_agent(self.hub.root, moved, chosen[moved])
-                self.hub._schedule_flush()
+                self.hub.log.schedule_flush()
             except StoreError as exc:
-                self.hub._store_failure(str(exc))
+                self.hub.log.store_failure(str(exc))

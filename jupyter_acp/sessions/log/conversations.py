@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...acp.connection import AgentError
@@ -23,6 +22,7 @@ from ..store import ConversationRecord, SessionRecord, StoreError, TranscriptSto
 if TYPE_CHECKING:  # pragma: no cover
     from ...acp.connection import AgentConnection
     from ...catalog.agents import AgentSpec
+    from ..hub_parts import LogSteps
     from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,9 @@ class ConversationHub(Protocol):
     @property
     def terminals(self) -> ConversationTerminals: ...
 
+    @property
+    def log(self) -> LogSteps: ...
+
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]: ...
 
     async def open_session(
@@ -74,13 +77,7 @@ class ConversationHub(Protocol):
         self, session: NotebookSession, conn: AgentConnection, trace: dict[str, str] | None
     ) -> dict[str, Any]: ...
 
-    def _seal(self, session: NotebookSession) -> None: ...
-
-    def _flush(self) -> None: ...
-
     def _save(self, rec: SessionRecord) -> None: ...
-
-    def _store_failure(self, message: str, *, busy: bool = False, touched: Sequence[NotebookSession] = ()) -> None: ...
 
 
 class Conversations:
@@ -207,7 +204,7 @@ class Conversations:
             log.warning("reading the transcript failed: %s", exc)
             stored = []
         last = stored[-1]["seq"] if stored else 0
-        self.hub._seal(session)
+        self.hub.log.seal(session)
         waiting = [e for e, _, n in session.unsaved if n == session.conversation] + session.outbox
         return stored + [e for e in waiting if e["seq"] > last]
 
@@ -238,11 +235,11 @@ class Conversations:
             self.hub._by_acp.pop((session.agent, old), None)
         if self.hub.mcp_host is not None:
             self.hub.mcp_host.revoke_session(session.id)
-        self.hub._flush()  # what was said so far is stored under the conversation it was said in
+        self.hub.log.flush()  # what was said so far is stored under the conversation it was said in
         try:
             self.hub.store.leave_conversation(session.id, session.conversation)
         except StoreError as exc:
-            self.hub._store_failure(str(exc))
+            self.hub.log.store_failure(str(exc))
 
     def _enter_conversation(self, session: NotebookSession, number: int, acp_session_id: str | None) -> None:
         session.record.conversation = number
@@ -318,7 +315,7 @@ class Conversations:
         try:
             number = self.hub.store.next_conversation(session.id)
         except StoreError as exc:
-            self.hub._store_failure(str(exc))
+            self.hub.log.store_failure(str(exc))
             number = session.conversation + 1
         self._enter_conversation(session, number, None)
 
@@ -424,7 +421,7 @@ class Conversations:
     def _events_until(self, session: NotebookSession, turn_id: str) -> tuple[list[dict[str, Any]], bool]:
         """The current conversation's events up to ``turn_id``'s end (without those about the agent session they
         ran in), and whether that turn is the conversation's last; 404 when no such ended turn is in it."""
-        self.hub._flush()  # what was said so far is in the store
+        self.hub.log.flush()  # what was said so far is in the store
         copied: list[dict[str, Any]] = []
         after, found, later = 0, False, False
         while True:

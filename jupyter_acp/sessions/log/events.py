@@ -13,11 +13,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..hub_parts import HubParts
+from ..hub_parts import QuestionSteps
 from ..state import NO_RUN_END, NotebookSession, Subscriber, encode
 from ..store import StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import HubSettings
+    from ..store import TranscriptStore
+    from ..store.lives import Lives
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +62,55 @@ def _text_chunk(update: Any) -> str | None:
     return text if type(text) is str else None
 
 
-class EventLog(HubParts):
-    """A part of :class:`~jupyter_acp.sessions.hub.SessionHub` (a mixin: the hub is one object with one state; each
-    part lives in its own module so each job reads alone)."""
+class LogHub(Protocol):
+    """What the event log uses of the hub: its settings, its store and life on it, the sessions, whether it stops,
+    and which of a session's questions still wait (a replay pins them)."""
+
+    app: HubSettings
+    lives: Lives
+    sessions: dict[str, NotebookSession]
+    closing: bool
+
+    @property
+    def store(self) -> TranscriptStore: ...
+
+    @property
+    def questions(self) -> QuestionSteps: ...
+
+
+class EventLog:
+    """Every session's events: recorded, stored in bursts, sent, replayed; the store's failures (the hub holds one:
+    ``hub.log``; its own state here, the hub's read through ``LogHub``)."""
+
+    def __init__(self, hub: LogHub) -> None:
+        self.hub = hub
+        self._flush_handle: asyncio.Handle | None = None
+        self._last_flush = 0.0
+        self._dirty: set[NotebookSession] = set()
+        #: why the store fails (None: it works); events wait in memory meanwhile
+        self.failed: str | None = None
+        self._store_busy = False
+        self._store_retry_at = 0.0
+        self._store_retry: asyncio.TimerHandle | None = None
+        #: sessions told about the store's current failure (each once)
+        self._store_told: set[str] = set()
+        #: sessions whose record the store refused (told once)
+        self._refused_records: set[str] = set()
+
+    def mark_dirty(self, session: NotebookSession) -> None:
+        """Something of the session waits for the next flush (an event recorded out of ``emit``, its record)."""
+        self._dirty.add(session)
+
+    def stop(self) -> None:
+        """The last save attempt, whatever the retry timer says (the hub is closing); ``failed`` says how it went."""
+        self.flush()
+        if self._store_retry is not None:
+            self._store_retry.cancel()
+            self._store_retry = None
 
     def emit(self, session: NotebookSession, type_: str, **data: Any) -> dict[str, Any]:
         """Record an event, then (with what else is said within FLUSH_WAIT) store it and send it to every subscriber."""
-        self._seal(session)
+        self.seal(session)
         session.seq += 1
         if session.seq > session.run_end:  # another server on the store took the seqs after this run
             session.seq, session.run_end = session.next_start + 1, NO_RUN_END
@@ -74,7 +121,7 @@ class EventLog(HubParts):
             if text is not None:
                 session.merging, session.merged_chars = [text], len(text)
         self._dirty.add(session)
-        self._schedule_flush(soon=session.turn is None)
+        self.schedule_flush(soon=session.turn is None)
         return event
 
     def emit_update(self, session: NotebookSession, update: dict[str, Any]) -> None:
@@ -101,14 +148,14 @@ class EventLog(HubParts):
         return True
 
     @staticmethod
-    def _seal(session: NotebookSession) -> None:
+    def seal(session: NotebookSession) -> None:
         """Write the joined pieces into the last outbox event's text (before anything reads the outbox)."""
         pieces, session.merging = session.merging, None
         if pieces is not None and len(pieces) > 1:
             event = session.outbox[-1]
             event["update"] = {**event["update"], "content": {"type": "text", "text": "".join(pieces)}}
 
-    def _schedule_flush(self, soon: bool = False) -> None:
+    def schedule_flush(self, soon: bool = False) -> None:
         """Flush within FLUSH_WAIT, or at the next loop tick when ``soon`` (nothing more is coming)."""
         handle = self._flush_handle
         if handle is not None and (not soon or not isinstance(handle, asyncio.TimerHandle)):
@@ -117,13 +164,13 @@ class EventLog(HubParts):
         if handle is not None:
             handle.cancel()
         if soon:
-            self._flush_handle = loop.call_soon(self._flush)
+            self._flush_handle = loop.call_soon(self.flush)
         else:
             now = loop.time()
             wait = STREAM_WAIT if now - self._last_flush < STREAM_WAIT else FLUSH_WAIT
-            self._flush_handle = loop.call_at(now + wait, self._flush)
+            self._flush_handle = loop.call_at(now + wait, self.flush)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Store the waiting events in one transaction, then hand them to subscribers.
 
         A failing store (disk full, locked by another server) never stops the stream: events wait
@@ -139,7 +186,7 @@ class EventLog(HubParts):
         dirty, self._dirty = self._dirty, set()
         batches = []
         for session in dirty:
-            self._seal(session)
+            self.seal(session)
             events, session.outbox = session.outbox, []
             encoded = [encode(e) for e in events]
             batches.append((session, events, encoded))
@@ -154,7 +201,7 @@ class EventLog(HubParts):
     def store_now(self) -> None:
         """Store (and send) what waits, now: an answer that says an event happened leaves after it is stored."""
         if self._dirty:
-            self._flush()
+            self.flush()
 
     @staticmethod
     def _send(session: NotebookSession, events: list[dict[str, Any]], encoded: list[str]) -> None:
@@ -189,22 +236,22 @@ class EventLog(HubParts):
         flush; while another server holds the lock, on a timer: each try would wait the busy timeout).
         """
         if (
-            self._store_failed is not None
+            self.failed is not None
             and self._store_busy
             and not last
-            and not self.closing
+            and not self.hub.closing
             and time.monotonic() < self._store_retry_at
         ):
             self._arm_retry()
             return False
-        waiting = [s for s in self.sessions.values() if s.unsaved or s.record_dirty]
+        waiting = [s for s in self.hub.sessions.values() if s.unsaved or s.record_dirty]
         reservations: list[tuple[NotebookSession, int, int]] = []
         refused: list[tuple[NotebookSession, list[dict[str, Any]], str]] = []
-        store = self.store
-        life = self.lives.id
+        store = self.hub.store
+        life = self.hub.lives.id
         try:
             for session in waiting:
-                if session.record_dirty or self._store_failed is not None:
+                if session.record_dirty or self.failed is not None:
                     self._save_record(session, refused)
                 if session.unsaved and session.seq + RESERVE_AHEAD > session.reserved:
                     floor = max(session.seq, session.reserved)
@@ -219,7 +266,7 @@ class EventLog(HubParts):
                         refused.append((session, self._row_by_row(session.id, part, number), str(exc)))
             store.commit()
         except StoreError as exc:
-            self._store_failure(str(exc), busy=exc.busy, touched=waiting)
+            self.store_failure(str(exc), busy=exc.busy, touched=waiting)
             return False
         for session, floor, end in reservations:
             start = end - RESERVE_BLOCK
@@ -231,8 +278,8 @@ class EventLog(HubParts):
             session.record_dirty = False
         for session, events, reason in refused:
             self._refused(session, events, reason)
-        if self._store_failed is not None:
-            self._store_failed = None
+        if self.failed is not None:
+            self.failed = None
             told, self._store_told = self._store_told, set()
             log.warning("transcript store works again")
             for session in waiting:
@@ -247,7 +294,7 @@ class EventLog(HubParts):
         """Stage the session's record; one the store refuses (another row holds its notebook and agent) is said
         once and never blocks the events."""
         try:
-            self.store.save_session(session.record)
+            self.hub.store.save_session(session.record)
         except StoreError as exc:
             if not exc.row:
                 raise
@@ -261,7 +308,7 @@ class EventLog(HubParts):
         out = []
         for event, text in part:
             try:
-                self.store.append_many(session_id, [event], [text], number)
+                self.hub.store.append_many(session_id, [event], [text], number)
             except StoreError as exc:
                 if not exc.row:
                     raise
@@ -290,17 +337,17 @@ class EventLog(HubParts):
             + "; other conversations are saved as usual",
         )
 
-    def _store_failure(self, message: str, *, busy: bool = False, touched: Sequence[NotebookSession] = ()) -> None:
-        first = self._store_failed is None
-        self._store_failed = message
+    def store_failure(self, message: str, *, busy: bool = False, touched: Sequence[NotebookSession] = ()) -> None:
+        first = self.failed is None
+        self.failed = message
         self._store_busy = busy
-        self._store_retry_at = time.monotonic() + self.app.store_retry_interval
+        self._store_retry_at = time.monotonic() + self.hub.app.store_retry_interval
         self._arm_retry()
         if first:
             log.error("transcript store failed: %s", message)
         # every session the failure touches is told, once per failure
-        for session in [*touched, *(s for s in self.sessions.values() if s.turn is not None)]:
-            if session.id in self._store_told or session.id not in self.sessions:
+        for session in [*touched, *(s for s in self.hub.sessions.values() if s.turn is not None)]:
+            if session.id in self._store_told or session.id not in self.hub.sessions:
                 continue
             self._store_told.add(session.id)
             self.emit(
@@ -314,15 +361,15 @@ class EventLog(HubParts):
 
     def _arm_retry(self) -> None:
         """Retry at the retry time even if nothing else happens: waiting events must reach the disk eventually."""
-        if not self.closing and self._store_retry is None:
+        if not self.hub.closing and self._store_retry is None:
             wait = max(0.0, self._store_retry_at - time.monotonic()) + 0.01
             self._store_retry = asyncio.get_event_loop().call_later(wait, self._retry_store)
 
     def _retry_store(self) -> None:
         self._store_retry = None
-        if self._store_failed is not None and not self.closing:
+        if self.failed is not None and not self.hub.closing:
             if self._dirty:
-                self._flush()
+                self.flush()
             else:
                 self._save_pending()
 
@@ -343,20 +390,20 @@ class EventLog(HubParts):
         ``JupyterACP.replay_page_bytes``, always at least one event when there is one: the stored ones
         (read with LIMIT, never the whole history), then those still waiting in memory.
         """
-        count = self.app.replay_page_events
+        count = self.hub.app.replay_page_events
         if limit is not None:
             count = max(1, min(limit, count))
-        max_bytes = self.app.replay_page_bytes
-        self._seal(session)
+        max_bytes = self.hub.app.replay_page_bytes
+        self.seal(session)
         waiting = self._in_memory(session, current)
         if before is not None:
             try:
                 if current:
-                    older = self.store.read_conversation(
+                    older = self.hub.store.read_conversation(
                         session.id, session.conversation, limit=count, max_bytes=max_bytes, before=before
                     )
                 else:
-                    older = self.store.read_before(session.id, before, count, max_bytes)
+                    older = self.hub.store.read_before(session.id, before, count, max_bytes)
             except StoreError as exc:
                 log.warning("reading the transcript failed: %s", exc)
                 older = []
@@ -367,10 +414,10 @@ class EventLog(HubParts):
             return _merged(older, newer)[-count:]
         try:
             if current:
-                out = self.store.read_conversation(session.id, session.conversation, after, count, max_bytes)
+                out = self.hub.store.read_conversation(session.id, session.conversation, after, count, max_bytes)
             else:
-                out = self.store.read(session.id, after, count, max_bytes)
-            complete = not out or out[-1]["seq"] >= self.store.last_seq(session.id)
+                out = self.hub.store.read(session.id, after, count, max_bytes)
+            complete = not out or out[-1]["seq"] >= self.hub.store.last_seq(session.id)
         except StoreError as exc:
             log.warning("reading the transcript failed: %s", exc)
             out, complete = [], True
@@ -431,20 +478,20 @@ class EventLog(HubParts):
                 if session.turn is not None:
                     pinned += [
                         e
-                        for e in self.store.find(session.id, "turn_started", after, first, 1)
+                        for e in self.hub.store.find(session.id, "turn_started", after, first, 1)
                         if e.get("turn_id") == session.turn.id
                     ]
                 if session.pending_permissions:
                     pinned += [
                         e
-                        for e in self.store.find(session.id, "permission_request", after, first)
+                        for e in self.hub.store.find(session.id, "permission_request", after, first)
                         if e.get("request_id") in session.pending_permissions
                     ]
-                waiting = self.questions.waiting(session)
+                waiting = self.hub.questions.waiting(session)
                 if waiting:  # a question the agent still waits on, like a permission card
                     pinned += [
                         e
-                        for e in self.store.find(session.id, "elicitation_request", after, first)
+                        for e in self.hub.store.find(session.id, "elicitation_request", after, first)
                         if e.get("elicitation_id") in waiting
                     ]
             except StoreError as exc:
