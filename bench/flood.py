@@ -4,7 +4,7 @@
 
 A real ``jupyter server`` subprocess; the hostile scripted agent (``jupyter_acp.testing.hostile``) sends N
 ``fs/read_text_file`` of one ``--size-mib`` MiB file at once, in one turn, while the server's RSS is sampled every
-2 ms. Before these bounds (issue 23, hole 4) 60 such reads took a server from 127 MB to 1,553 MB and 150 to
+2 ms. Before these bounds 60 such reads took a server from 127 MB to 1,553 MB and 150 to
 3,226 MB. The bounds: ``JupyterACP.max_agent_requests`` (requests under way at once), ``max_read_bytes`` (one
 read) and ``max_read_bytes_per_turn`` (a turn's reads, reserved before a byte is read).
 
@@ -153,7 +153,7 @@ def main() -> None:
         print(line_of(label, r, floor))
     print(
         f"read flood memory        peak RSS growth {worst * BUDGET / MiB:.0f} MiB against the per-turn budget "
-        f"{BUDGET / MiB:.0f} MiB: {worst:.1f}x (goal <= {GOAL}x; issue 23 measured, before the bounds, 60 reads of "
+        f"{BUDGET / MiB:.0f} MiB: {worst:.1f}x (goal <= {GOAL}x; measured before the bounds: 60 reads of "
         "8 MiB growing the server by 1,426 MB and 150 by 3,099 MB)"
     )
 

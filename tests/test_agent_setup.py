@@ -1,7 +1,7 @@
 """Set an agent up from the panel: the built-in agent's model and key, an agent's login, enabling an
 agent found on PATH.  A real server, real agent subprocesses (the built-in agent against the fake model server, the
 scripted ``login`` agent, the hostile agent offering terminal logins), a reader who may only read and a writer who
-may not execute (issue 23: neither changes where an agent sends data or what it runs).
+may not execute (neither changes where an agent sends data or what it runs).
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ async def test_a_reader_cannot_change_anything(jp_fetch, app, codex_on_path, met
     assert json.loads(got.body)["name"] == "builtin"
 
 
-#: every change of where an agent sends data or what runs (issue 23, hole 2), as a writer (read + write) tries it
+#: every change of where an agent sends data or what runs, as a writer (read + write) tries it
 SETUP_CHANGES = [
     (("agents", "builtin", "settings"), {"api_base": "http://collaborator.example/v1"}),
     (("agents", "builtin", "settings"), {"model": "openai/another-model"}),

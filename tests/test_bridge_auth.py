@@ -1,4 +1,4 @@
-"""Issue 11, hole 4: the frontend bridge trusts only its own tabs.
+"""The frontend bridge trusts only its own tabs.
 
 A real server with two kinds of users (an IdentityProvider that names the user from a test header,
 an Authorizer that gives ``reader`` only ``read`` on ``jupyter_acp``); real WebSocket clients play the

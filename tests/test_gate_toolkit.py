@@ -1,4 +1,4 @@
-"""The toolkit of issue 28 attacked through the one gate: a hostile agent against a server whose root is the home.
+"""The analyst's toolkit attacked through the one gate: a hostile agent against a server whose root is the home.
 
 The notebook-file tools obey the ``fs/*`` rules (a path outside the root, a hidden file, Jupyter's own folders,
 a symlink out: refused before any question), ``client_create_notebook`` never overwrites a notebook whatever

@@ -1,4 +1,4 @@
-"""Issue 26, point 5: somebody is named.
+"""Somebody is named.
 
 Two people with write access to one server share a notebook's session.  Every prompt, card answer, agent switch,
 revoke and policy change carries ``actor``: the Jupyter identity of who did it (username, display name, colour), or

@@ -1,4 +1,4 @@
-"""Issue 23, hole 8: a socket keeps only the rights its user still has.
+"""A socket keeps only the rights its user still has.
 
 The session's stream socket and the frontend bridge used to ask the Authorizer once, at connect: a share revoked
 while a stream socket was open still delivered the next turn, and a tab whose user lost ``write`` still answered

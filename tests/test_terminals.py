@@ -1,4 +1,4 @@
-"""Client terminals (issue 14): an agent's ``terminal/*`` requests against a real server with real Jupyter terminals.
+"""Client terminals: an agent's ``terminal/*`` requests against a real server with real Jupyter terminals.
 
 The hostile scripted agent (``jupyter_acp.testing.hostile``) sends the requests; the commands run in
 jupyter-server-terminals' terminals (terminado ptys), the way a user's terminal runs.
@@ -258,7 +258,7 @@ class TestAsk:
         assert len(allowed) == 1 and "the user allowed the agent's request" in allowed[0]["rule"]
 
     async def test_a_command_the_card_only_mentions_is_asked_on_the_gates_card(self, api, make_notebook, tmp_path):
-        """Issue 23, hole 3: an Allow carries over to ``terminal/create`` only when the card showed that very command
+        """An Allow carries over to ``terminal/create`` only when the card showed that very command
         as the command (a ``$ ...`` line, or a title that is the command), never when it is mentioned."""
         s = await api.open(make_notebook("nb.ipynb"), "hostile")
         marker = tmp_path / "F"
@@ -306,7 +306,7 @@ class TestAsk:
         assert [c["rawInput"]["command"] for c in ours] == [f"touch {marker}"] * 2
 
     async def test_one_command_is_one_card(self, api, make_notebook, hub):
-        """Issue 23, hole 3: the gate's question about a command the agent's card shows exactly is asked on that
+        """The gate's question about a command the agent's card shows exactly is asked on that
         card, with the line as the shell runs it; it never adds a card of its own."""
         s = await api.open(make_notebook("nb.ipynb"), "hostile")
 

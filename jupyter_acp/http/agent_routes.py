@@ -12,7 +12,7 @@
                                                 the user's own agents (``catalog/user_agents.py``: apart from an admin's
                                                 presets, so both survive a restart) and usable at once
 
-Reading needs ``read`` on ``jupyter_acp``; every change ``write`` and ``execute`` (issue 23): each changes where an
+Reading needs ``read`` on ``jupyter_acp``; every change ``write`` and ``execute``: each changes where an
 agent sends the user's data (model, API base, key, an agent's login, which may be to another account) or what the
 server runs (an agent's command, its login command), so a collaborator with ``write`` only, who may prompt and
 answer, cannot send the owner's key and prompts to a host of theirs (``BaseHandler.require_execute``).  Refusals

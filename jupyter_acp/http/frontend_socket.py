@@ -1,7 +1,7 @@
 """``/jupyter-acp/frontend/ws``: the labextension's end of the tab bridge (``frontend/bridge.py``).
 
 ``write`` on resource ``jupyter_acp``, not ``read``: a tab's answers are what the agent reads and believes
-(issue 11, hole 4). Each socket is bound to its user, and keeps only the rights that user still has: ``write`` is
+(a forged tab must not answer for the notebook). Each socket is bound to its user, and keeps only the rights that user still has: ``write`` is
 asked again at each message the tab sends and every ``JupyterACP.socket_recheck_interval`` seconds; a tab whose user
 lost it is no longer asked, and its socket is closed (1008, naming the rule; ``socket_rights.py``).
 """
@@ -39,7 +39,7 @@ class FrontendWebSocket(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, 
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
-        # write, not read: a tab's answers are what the agent reads and believes (issue 11, hole 4)
+        # write, not read: a tab's answers are what the agent reads and believes
         ok = await ensure_async(self.authorizer.is_authorized(self, self.current_user, "write", AUTH_RESOURCE))
         if not ok:
             raise web.HTTPError(

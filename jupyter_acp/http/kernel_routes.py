@@ -4,7 +4,7 @@ notebook, checked with its own token (``kernel_link.py`` says how kernels get it
 Kernels reach the server directly: at its own URL (local kernels, on loopback or the host's address) or at
 ``JupyterACP.kernel_server_url`` (a gateway's kernels, at the pod's address).  A request a proxy forwarded (JupyterHub's
 public URL ``/user/NAME/jupyter-acp/kernel/whoami``: the hub's proxy marks it ``X-Forwarded-For``) is nobody's
-kernel, so it is refused before its token is looked at (issue 23, hole 9): the proxy path is never needed, and this
+kernel, so it is refused before its token is looked at: the proxy path is never needed, and this
 keeps the routes' token check off the public side.  Where kernels do come through a proxy (``kernel_server_url``
 behind one), ``JupyterACP.kernel_routes_through_proxy`` lets them.  The rule relies on the proxy marking what it
 forwards, as JupyterHub's configurable-http-proxy does by default (not with ``--no-x-forward``), Traefik does, and

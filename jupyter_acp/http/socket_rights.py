@@ -1,4 +1,4 @@
-"""A socket keeps only the rights its user still has (issue 23, hole 8).
+"""A socket keeps only the rights its user still has (a share revoked while a socket is open takes effect on it).
 
 The session's stream socket and the frontend bridge are asked for at connect like any route; they then live for
 hours.  A share revoked meanwhile (JupyterHub access taken back, an Authorizer's rule changed) must not go on

@@ -1,4 +1,4 @@
-"""Checkpoints of a kernel's user namespace, taken, restored and discarded from the server (issue 27).
+"""Checkpoints of a kernel's user namespace, taken, restored and discarded from the server (a turn's review and rewind).
 
 The work happens inside the kernel (``snapshot.py``, whose source is sent with each request, as the
 summariser's is): the snapshot lives with the kernel, in a private folder on the kernel's side, so it

@@ -1,4 +1,4 @@
-"""What a turn did to a notebook, cell by cell: added, removed, modified, moved (issue 27's review).
+"""What a turn did to a notebook, cell by cell: added, removed, modified, moved (a turn's review).
 
 Given the cells before and after (nbformat-like dicts with ids, as ``Notebook.cells()`` answers), ``notebook_diff``
 lists the changes in notebook order; ``apply_decisions`` builds the cells that result from discarding some of

@@ -1,4 +1,4 @@
-"""Who changed a cell: provenance entries in the cell's own metadata (``metadata.jupyter_acp``), issue 27.
+"""Who changed a cell: provenance entries in the cell's own metadata (``metadata.jupyter_acp``).
 
 The record lives in the notebook, as plain nbformat cell metadata, so it survives what the notebook
 survives (save, reload, a second browser, ``jupyter nbconvert --to notebook``, git) with no store beside it;

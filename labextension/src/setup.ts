@@ -1,5 +1,5 @@
 /**
- * Setting an agent up from the panel (issue 14): the built-in agent's model and key, an agent's login.
+ * Setting an agent up from the panel: the built-in agent's model and key, an agent's login.
  *
  * One card under the status line. The built-in agent without a model gets a small form (a litellm model with
  * suggestions, the provider's key variable and the key, an optional API base); an agent that answered "log in"

@@ -163,7 +163,7 @@ def test_agent_edited_cells_are_marked_with_undo_per_cell(ui):
     expect(cells.nth(1)).not_to_have_class(marked)
     idle(panel)
     ui.send("add a cell")
-    # an insertion asks too (issue 23): allowed, it lands marked
+    # an insertion asks too: allowed, it lands marked
     panel.locator(".jp-ACP-permission:not(.jp-mod-resolved) [data-option-kind='allow_once']").click(timeout=LONG)
     expect(cells).to_have_count(3, timeout=LONG)
     expect(cells.nth(2)).to_have_class(marked, timeout=LONG)

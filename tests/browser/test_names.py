@@ -1,4 +1,4 @@
-"""Issue 26, point 5, in the browser: two people share a notebook's session and each panel names the other.
+"""Somebody is named, in the browser: two people share a notebook's session and each panel names the other.
 
 Alice and Bob are two browsers on one JupyterLab whose identity provider (``tests/users.py`` ``NamedUsers``) gives
 each its own person (a cookie says which, with a display name and a colour), as a JupyterHub share or

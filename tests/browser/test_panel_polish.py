@@ -96,7 +96,7 @@ def test_stale_states(ui):
     ui.pick_agent("builtin")
     ui.send("add a cell")
     cells = ui.page.locator(".jp-NotebookPanel:visible .jp-Cell")
-    # the insertion is asked first (issue 23)
+    # the insertion is asked first
     panel.locator(".jp-ACP-permission:not(.jp-mod-resolved) [data-option-kind='allow_once']").click(timeout=LONG)
     expect(cells).to_have_count(2, timeout=LONG)
     idle(panel)

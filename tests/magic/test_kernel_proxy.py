@@ -1,4 +1,4 @@
-"""Issue 23, hole 9: the kernel routes are not for requests that came through a proxy.
+"""The kernel routes are not for requests that came through a proxy.
 
 Kernels reach the server directly (the server's own URL, or ``JupyterACP.kernel_server_url`` for a gateway's
 kernels), so a request to ``jupyter-acp/kernel/...`` that a proxy forwarded (JupyterHub's public URL, which marks it

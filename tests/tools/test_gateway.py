@@ -59,7 +59,7 @@ async def test_cells_read_edit_run_through_a_gateway_kernel(
 
 @GATEWAY
 async def test_the_toolkit_runs_through_a_gateway_kernel(make_notebook, start_kernel, tool_ctx, call, browser, acp):
-    """Issue 28's tools whose work is the kernel's: the run plan reads the gateway kernel's history, a scoped run
+    """The analyst's tools whose work is the kernel's: the run plan reads the gateway kernel's history, a scoped run
     and a clear write into the live document, and a restart through the gateway leaves a fresh kernel."""
     path = make_notebook("gw/kit.ipynb", ["base = 2", "twice = base * 2", "print(twice)"])
     kid = await start_kernel(path)

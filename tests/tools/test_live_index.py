@@ -1,5 +1,5 @@
 """The live document's kept cells and id map (``notebook.live.LiveIndex``) follow every change, and find a cell
-without walking the notebook (issue 28).
+without walking the notebook.
 
 A real ``YNotebook`` changed the ways a notebook changes: the agent's inserts, deletes and moves, the user's
 typing, outputs streaming in, a second client's updates arriving over the wire (``apply_update``), a cell's id

@@ -1,4 +1,4 @@
-"""The analyst's toolkit (issue 28) on a real server, the live document and real kernels (local, and behind a
+"""The analyst's toolkit on a real server, the live document and real kernels (local, and behind a
 gateway: every test that starts a kernel runs in both modes, see conftest): partial edits, clearing outputs,
 scoped runs, the kernel's status / interrupt / restart, search, the other notebooks, and the run plan."""
 

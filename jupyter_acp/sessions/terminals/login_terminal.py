@@ -3,7 +3,7 @@ method's ``args`` and ``env``, started in a real Jupyter terminal from its argum
 
 The panel used to type the line into a new terminal's shell.  An agent's argument holding Ctrl-U (``\\x15``) survives
 shell quoting, shows as nothing on the card, and, typed, erases the quoted start of the line, so what ran was the
-agent's tail (``touch F``) with the server's whole environment (issue 23, hole 5).  So here:
+agent's tail (``touch F``) with the server's whole environment.  So here:
 
 * an argument, variable name or value holding a control or invisible character (C0 and C1 controls, DEL, Unicode
   format characters such as a right-to-left override, line and paragraph separators) is refused, rule
