@@ -129,7 +129,8 @@ async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model,
         body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
     )
     assert answer["needs_model"] is False and answer["model"] == "openai/fake"
-    assert answer["settings"]["OPENAI_API_KEY"] == "set" and "restarted" in answer["notice"]
+    assert answer["settings"]["OPENAI_API_KEY"] == "set"
+    assert "'builtin' restarted" in answer["notice"] and "1 open conversation re-opens" in answer["notice"]
     assert KEY not in json.dumps(answer)
 
     # the private file: 0600 in a 0700 folder
@@ -156,6 +157,92 @@ async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model,
     assert KEY not in json.dumps(await api.call("GET", "agents", "builtin", "settings"))
     assert KEY not in json.dumps(await api.call("GET", "agents", "builtin", "models"))
     assert KEY not in caplog.text
+
+
+async def test_a_save_with_no_running_agent_restarts_nothing_and_the_next_prompt_uses_the_new_model(
+    api, app, make_notebook, fake_model
+):
+    answer = await api.call(
+        "POST",
+        "agents",
+        "builtin",
+        "settings",
+        body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
+    )
+    assert "nothing restarted" in answer["notice"] and "next prompt" in answer["notice"], answer["notice"]
+    assert "builtin" not in app.hub.connections or not app.hub.connections["builtin"].process
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    events = await api.wait_turn_end(s["id"], turn, timeout=60)
+    assert "Hello from the fake model" in message_text(events, turn)
+    assert not any(e.get("phase") == "agent_reconfigured" for e in events)
+
+
+async def test_a_save_restarts_only_the_agent_whose_environment_it_changes(api, app, make_notebook, fake_model):
+    """The built-in agent runs a conversation; the ``login`` agent's key is saved: only ``login`` restarts, and the
+    built-in agent's process and conversation go on untouched."""
+    await api.call(
+        "POST",
+        "agents",
+        "builtin",
+        "settings",
+        body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
+    )
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    await api.wait_turn_end(s["id"], turn, timeout=60)
+    login = await api.open(make_notebook("login.ipynb"), "login")
+    turn = await api.prompt(login["id"], "go")
+    await api.wait_turn_end(login["id"], turn, timeout=30)
+    builtin_pid, login_pid = (app.hub.connections[a].process.pid for a in ("builtin", "login"))
+
+    answer = await api.call("POST", "agents", "login", "settings", body={"env": {"SCRIPTED_API_KEY": ENV_KEY}})
+    assert "'login' restarted" in answer["notice"], answer["notice"]
+    assert app.hub.connections["builtin"].alive and app.hub.connections["builtin"].process.pid == builtin_pid
+    assert not any(e.get("phase") == "agent_reconfigured" for e in await api.events(s["id"]))
+    turn = await api.prompt(s["id"], "hello")
+    events = await api.wait_turn_end(s["id"], turn, timeout=60)
+    assert "Hello from the fake model" in message_text(events, turn)
+    assert not any(e.get("phase") in ("agent_reconfigured", "session_loaded", "session_resumed") for e in events)
+    turn = await api.prompt(login["id"], "key?")
+    events = await api.wait_turn_end(login["id"], turn, timeout=30)
+    assert message_text(events, turn) == f"key of {len(ENV_KEY)} characters"
+    assert app.hub.connections["login"].process.pid != login_pid
+
+
+async def test_a_save_the_environment_overrides_keeps_the_agent_running(api, app, make_notebook, monkeypatch):
+    """The server's environment wins over the panel's key: saving one changes nothing the agent runs with, so its
+    process and conversation are left alone, and the answer says nothing restarted."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    await api.wait_turn_end(s["id"], turn, timeout=60)
+    pid = app.hub.connections["builtin"].process.pid
+    answer = await api.call("POST", "agents", "builtin", "settings", body={"key_env": "OPENAI_API_KEY", "key": KEY})
+    assert answer["changed"] == ["OPENAI_API_KEY"]
+    assert "nothing restarted" in answer["notice"] and "the environment wins" in answer["notice"], answer["notice"]
+    assert app.hub.connections["builtin"].alive and app.hub.connections["builtin"].process.pid == pid
+    assert not any(e.get("phase") == "agent_reconfigured" for e in await api.events(s["id"]))
+
+
+async def test_a_save_naming_a_well_known_key_variable_does_not_wait_for_litellms_catalog(api, app, monkeypatch):
+    """The first-run form's Save waited 10-20 s for litellm's catalog (imported in a subprocess) to check the key's
+    variable; a well-known provider's variable is checked at once, and every one of them is a variable the live
+    catalog knows (so the rule "only provider key variables litellm knows" holds as before)."""
+    from jupyter_acp.catalog import litellm_catalog
+
+    live = litellm_catalog.key_vars(await litellm_catalog.catalog())
+    assert live, "litellm's catalog was not read: the well-known variables cannot be checked against it"
+    assert litellm_catalog.WELL_KNOWN_KEYS <= live, sorted(litellm_catalog.WELL_KNOWN_KEYS - live)
+
+    async def not_read(*args, **kwargs):
+        raise AssertionError("the Save waited for litellm's catalog")
+
+    monkeypatch.setattr(litellm_catalog, "_cache", None)  # as on a server's first Save
+    monkeypatch.setattr(litellm_catalog, "catalog", not_read)
+    started = time.monotonic()
+    answer = await api.call("POST", "agents", "builtin", "settings", body={"key_env": "ANTHROPIC_API_KEY", "key": KEY})
+    assert answer["settings"]["ANTHROPIC_API_KEY"] == "set" and time.monotonic() - started < 5
 
 
 async def test_the_environment_wins(api, app, fake_model, monkeypatch):

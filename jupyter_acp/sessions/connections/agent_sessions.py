@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ...acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ...channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
@@ -30,6 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
+
+
+class Restarted(NamedTuple):
+    """What a change of an agent's settings restarted: its process, and how many of its conversations (open on that
+    process, re-opening with their next prompt) and running turns (ended) it touched."""
+
+    process: bool
+    conversations: int
+    turns: int
 
 
 class AgentSessionHub(ClientHub, Protocol):
@@ -81,17 +90,24 @@ class AgentSessions:
             self.hub.connections[agent] = conn
         return conn
 
-    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> None:
-        """This agent's settings changed: stop its process (only this agent's), take its new environment; its
-        sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so (and by whom:
-        ``actor``, the person who changed them)."""
+    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> Restarted:
+        """This agent's settings changed: restart only what must take them.  Its process restarts (only this agent's)
+        when it runs with another environment than the new one; an agent not running takes its new environment at
+        its next start, and one whose environment did not change (the server's environment wins) keeps running.
+        The conversations that were open on a stopped process re-open (resumed, loaded or re-seeded) on their next
+        prompt, lazily, and each is told so (and by whom: ``actor``, the person who changed them); the others are
+        not touched."""
         conn = self.hub.connections.get(agent)
         if conn is None:
-            return  # never started: the next start takes the new environment
+            return Restarted(False, 0, 0)  # never started: the next start takes the new environment
+        generation = conn.generation
+        open_ = [s for s in self.hub._sessions_of(agent) if s.acp_generation == generation]
         running = [s for s in self.hub._sessions_of(agent) if s.turn is not None]
-        await conn.reconfigure(self.hub.app.agent_env(self.hub.specs()[agent]))
+        if not await conn.reconfigure(self.hub.app.agent_env(self.hub.specs()[agent])):
+            return Restarted(False, 0, 0)
         self._on_agent_exit(conn)
-        for session in self.hub._sessions_of(agent):
+        told = [s for s in self.hub._sessions_of(agent) if s in open_ or s in running]
+        for session in told:
             cut = " (the turn that was running ended)" if session in running else ""
             self.hub.emit(
                 session,
@@ -101,6 +117,7 @@ class AgentSessions:
                 phase="agent_reconfigured",
                 **({"actor": actor} if actor else {}),
             )
+        return Restarted(True, len(told), len(running))
 
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
         caps: dict[str, Any] = {
