@@ -2,7 +2,8 @@
 
 ``GET  /jupyter-acp/agents/NAME/settings``      what is set (never a key's value: set / from environment / ...)
 ``POST /jupyter-acp/agents/NAME/settings``      {model?, api_base?, key_env?, key?, env?}: kept server-side (0600)
-                                                for this agent only; the agent restarts (only it)
+                                                for this agent only; it restarts only if it runs with other
+                                                settings (``notice`` says what restarted)
 ``GET  /jupyter-acp/agents/NAME/models``        model suggestions from litellm (providers whose keys are present)
 ``POST /jupyter-acp/agents/NAME/authenticate``  {methodId}: the agent's own login (ACP ``authenticate``)
 ``POST /jupyter-acp/agents/NAME/logout``        the agent's own logout (ACP ``logout``, where it offers it)
@@ -74,7 +75,10 @@ def terminal_command(argv: list[str], method: dict[str, Any]) -> str:
 def restart_notice(name: str, done: Restarted) -> str:
     """What a Save says it restarted: the agent and how many conversations, or that nothing needed to."""
     if not done.process:
-        return f"settings of agent {name!r} saved; it was not running with other ones, so nothing restarted: they apply from its next prompt"
+        return (
+            f"settings of agent {name!r} saved; it was not running with other ones, so nothing restarted: they apply "
+            "from its next prompt"
+        )
     n = done.conversations
     said = f"agent {name!r} restarted with its new settings"
     if n:
