@@ -249,6 +249,10 @@ class AgentConnection:
         if process is not None:
             await process.stop()
 
+    def runs_with(self, env: dict[str, str]) -> bool:
+        """Whether this agent's process runs (or starts) with exactly ``env``: no restart would change anything."""
+        return env == self._env
+
     async def reconfigure(self, env: dict[str, str]) -> bool:
         """New settings (a model, a key): the next ``ensure_started`` runs the agent with ``env``.  A running process
         is stopped only when ``env`` differs from the one it runs with (a process keeps the environment it started

@@ -80,6 +80,10 @@ def restart_notice(name: str, done: Restarted) -> str:
             "from its next prompt"
         )
     n = done.conversations
+    if done.waiting:
+        turns = f"{done.waiting} running turn{'s' if done.waiting != 1 else ''}"
+        said = f"agent {name!r} restarts with its new settings when its {turns} end{'s' if done.waiting == 1 else ''}"
+        return said + (f"; {n} open conversation{'s' if n != 1 else ''} then re-open with the next prompt" if n else "")
     said = f"agent {name!r} restarted with its new settings"
     if n:
         said += f"; {n} open conversation{'s' if n != 1 else ''} re-open{'s' if n == 1 else ''} with the next prompt"
