@@ -178,6 +178,49 @@ async def test_a_save_with_no_running_agent_restarts_nothing_and_the_next_prompt
     assert not any(e.get("phase") == "agent_reconfigured" for e in events)
 
 
+async def test_a_save_during_a_running_turn_lets_it_end_and_later_prompts_go_with_the_new_model(
+    api, app, make_notebook, fake_model
+):
+    """A turn streaming when the model is changed is not cut: the agent restarts once it has ended, and a prompt
+    sent meanwhile (another notebook's) waits for that restart and goes to the new model."""
+    from jupyter_acp.testing.fake_model import message_text as said_in
+
+    fake_model.rules.insert(0, {"match": "slow", "text": "one two three four five six seven eight", "delay": 0.4})
+    await api.call(
+        "POST",
+        "agents",
+        "builtin",
+        "settings",
+        body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
+    )
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    other = await api.open(make_notebook("other.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    await api.wait_turn_end(s["id"], turn, timeout=60)
+    pid = app.hub.connections["builtin"].process.pid
+    slow = await api.prompt(s["id"], "a slow story")
+    await api.wait_for(s["id"], lambda evs: "one" in message_text(evs, slow), timeout=60)
+
+    answer = await api.call("POST", "agents", "builtin", "settings", body={"model": "openai/fake2"})
+    assert "restarts with its new settings when its 1 running turn ends" in answer["notice"], answer["notice"]
+    assert app.hub.connections["builtin"].alive and app.hub.connections["builtin"].process.pid == pid
+    waiting = await api.prompt(other["id"], "hello from the other notebook")
+
+    events = await api.wait_turn_end(s["id"], slow, timeout=60)
+    assert "error" not in ended(events, slow), ended(events, slow)
+    assert message_text(events, slow) == "one two three four five six seven eight"
+    events = await api.wait_turn_end(other["id"], waiting, timeout=90)
+    assert "Hello from the fake model" in message_text(events, waiting)
+    models = {said_in(r["messages"][-1]): r["model"] for r in fake_model.requests}
+
+    assert models["a slow story"] == "fake" and models["hello from the other notebook"] == "fake2", models
+    assert app.hub.connections["builtin"].process.pid != pid
+    turn = await api.prompt(s["id"], "hello")
+    events = await api.wait_turn_end(s["id"], turn, timeout=60)
+    assert any(e.get("phase") == "agent_reconfigured" for e in await api.events(s["id"]))
+    assert fake_model.requests[-1]["model"] == "fake2"
+
+
 async def test_a_save_restarts_only_the_agent_whose_environment_it_changes(api, app, make_notebook, fake_model):
     """The built-in agent runs a conversation; the ``login`` agent's key is saved: only ``login`` restarts, and the
     built-in agent's process and conversation go on untouched."""
