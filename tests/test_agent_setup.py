@@ -211,6 +211,7 @@ async def test_a_save_during_a_running_turn_lets_it_end_and_later_prompts_go_wit
     assert message_text(events, slow) == "one two three four five six seven eight"
     events = await api.wait_turn_end(other["id"], waiting, timeout=90)
     assert "Hello from the fake model" in message_text(events, waiting)
+    assert any(e.get("phase") == "agent_restart_waits" for e in events)  # it said what it waited for
     models = {said_in(r["messages"][-1]): r["model"] for r in fake_model.requests}
 
     assert models["a slow story"] == "fake" and models["hello from the other notebook"] == "fake2", models

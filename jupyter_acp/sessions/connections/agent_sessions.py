@@ -151,12 +151,23 @@ class AgentSessions:
             )
         return Restarted(True, len(told), len(running))
 
-    async def _after_pending_restart(self, agent: str) -> None:
+    async def _after_pending_restart(self, session: NotebookSession) -> None:
         """A prompt (or a warm-up) sent while the agent's restart waits for earlier turns: it waits for the restart,
-        so that it goes with the new settings.  The turns the restart waits for go on (they would wait forever)."""
-        pending = self._pending.get(agent)
-        if pending is not None and not pending[0].done() and asyncio.current_task() not in pending[1]:
-            await asyncio.shield(pending[0])
+        so that it goes with the new settings, and its conversation says what it waits for (a turn may wait long, on
+        a permission card).  The turns the restart waits for go on (they would wait forever)."""
+        pending = self._pending.get(session.agent)
+        if pending is None or pending[0].done() or asyncio.current_task() in pending[1]:
+            return
+        if session.turn is not None:
+            self.hub.emit(
+                session,
+                "notice",
+                level="info",
+                text=f"agent {session.agent!r} restarts with its new settings once the turns it is running end; "
+                "this prompt goes then",
+                phase="agent_restart_waits",
+            )
+        await asyncio.shield(pending[0])
 
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
         caps: dict[str, Any] = {
@@ -211,7 +222,7 @@ class AgentSessions:
     async def ensure_acp_session(self, session: NotebookSession, *, trace: dict[str, str] | None = None) -> None:
         """Start the agent if needed and open, load, resume or re-create the ACP session (``trace``: the W3C trace
         context of the request this happens for, forwarded as the params' ``_meta``)."""
-        await self._after_pending_restart(session.agent)
+        await self._after_pending_restart(session)
         conn = self.connection(session.agent)
         if session.acp_generation == conn.generation and conn.alive:
             return
