@@ -129,7 +129,8 @@ async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model,
         body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
     )
     assert answer["needs_model"] is False and answer["model"] == "openai/fake"
-    assert answer["settings"]["OPENAI_API_KEY"] == "set" and "restarted" in answer["notice"]
+    assert answer["settings"]["OPENAI_API_KEY"] == "set"
+    assert "'builtin' restarted" in answer["notice"] and "1 open conversation re-opens" in answer["notice"]
     assert KEY not in json.dumps(answer)
 
     # the private file: 0600 in a 0700 folder
@@ -156,6 +157,136 @@ async def test_model_and_key_from_the_panel(api, app, make_notebook, fake_model,
     assert KEY not in json.dumps(await api.call("GET", "agents", "builtin", "settings"))
     assert KEY not in json.dumps(await api.call("GET", "agents", "builtin", "models"))
     assert KEY not in caplog.text
+
+
+async def test_a_save_with_no_running_agent_restarts_nothing_and_the_next_prompt_uses_the_new_model(
+    api, app, make_notebook, fake_model
+):
+    answer = await api.call(
+        "POST",
+        "agents",
+        "builtin",
+        "settings",
+        body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
+    )
+    assert "nothing restarted" in answer["notice"] and "next prompt" in answer["notice"], answer["notice"]
+    assert "builtin" not in app.hub.connections or not app.hub.connections["builtin"].process
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    events = await api.wait_turn_end(s["id"], turn, timeout=60)
+    assert "Hello from the fake model" in message_text(events, turn)
+    assert not any(e.get("phase") == "agent_reconfigured" for e in events)
+
+
+async def test_a_save_during_a_running_turn_lets_it_end_and_later_prompts_go_with_the_new_model(
+    api, app, make_notebook, fake_model
+):
+    """A turn streaming when the model is changed is not cut: the agent restarts once it has ended, and a prompt
+    sent meanwhile (another notebook's) waits for that restart and goes to the new model."""
+    from jupyter_acp.testing.fake_model import message_text as said_in
+
+    fake_model.rules.insert(0, {"match": "slow", "text": "one two three four five six seven eight", "delay": 0.4})
+    await api.call(
+        "POST",
+        "agents",
+        "builtin",
+        "settings",
+        body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
+    )
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    other = await api.open(make_notebook("other.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    await api.wait_turn_end(s["id"], turn, timeout=60)
+    pid = app.hub.connections["builtin"].process.pid
+    slow = await api.prompt(s["id"], "a slow story")
+    await api.wait_for(s["id"], lambda evs: "one" in message_text(evs, slow), timeout=60)
+
+    answer = await api.call("POST", "agents", "builtin", "settings", body={"model": "openai/fake2"})
+    assert "restarts with its new settings when its 1 running turn ends" in answer["notice"], answer["notice"]
+    assert app.hub.connections["builtin"].alive and app.hub.connections["builtin"].process.pid == pid
+    waiting = await api.prompt(other["id"], "hello from the other notebook")
+
+    events = await api.wait_turn_end(s["id"], slow, timeout=60)
+    assert "error" not in ended(events, slow), ended(events, slow)
+    assert message_text(events, slow) == "one two three four five six seven eight"
+    events = await api.wait_turn_end(other["id"], waiting, timeout=90)
+    assert "Hello from the fake model" in message_text(events, waiting)
+    assert any(e.get("phase") == "agent_restart_waits" for e in events)  # it said what it waited for
+    models = {said_in(r["messages"][-1]): r["model"] for r in fake_model.requests}
+
+    assert models["a slow story"] == "fake" and models["hello from the other notebook"] == "fake2", models
+    assert app.hub.connections["builtin"].process.pid != pid
+    turn = await api.prompt(s["id"], "hello")
+    events = await api.wait_turn_end(s["id"], turn, timeout=60)
+    assert any(e.get("phase") == "agent_reconfigured" for e in await api.events(s["id"]))
+    assert fake_model.requests[-1]["model"] == "fake2"
+
+
+async def test_a_save_restarts_only_the_agent_whose_environment_it_changes(api, app, make_notebook, fake_model):
+    """The built-in agent runs a conversation; the ``login`` agent's key is saved: only ``login`` restarts, and the
+    built-in agent's process and conversation go on untouched."""
+    await api.call(
+        "POST",
+        "agents",
+        "builtin",
+        "settings",
+        body={"model": "openai/fake", "api_base": fake_model.url, "key_env": "OPENAI_API_KEY", "key": KEY},
+    )
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    await api.wait_turn_end(s["id"], turn, timeout=60)
+    login = await api.open(make_notebook("login.ipynb"), "login")
+    turn = await api.prompt(login["id"], "go")
+    await api.wait_turn_end(login["id"], turn, timeout=30)
+    builtin_pid, login_pid = (app.hub.connections[a].process.pid for a in ("builtin", "login"))
+
+    answer = await api.call("POST", "agents", "login", "settings", body={"env": {"SCRIPTED_API_KEY": ENV_KEY}})
+    assert "'login' restarted" in answer["notice"], answer["notice"]
+    assert app.hub.connections["builtin"].alive and app.hub.connections["builtin"].process.pid == builtin_pid
+    assert not any(e.get("phase") == "agent_reconfigured" for e in await api.events(s["id"]))
+    turn = await api.prompt(s["id"], "hello")
+    events = await api.wait_turn_end(s["id"], turn, timeout=60)
+    assert "Hello from the fake model" in message_text(events, turn)
+    assert not any(e.get("phase") in ("agent_reconfigured", "session_loaded", "session_resumed") for e in events)
+    turn = await api.prompt(login["id"], "key?")
+    events = await api.wait_turn_end(login["id"], turn, timeout=30)
+    assert message_text(events, turn) == f"key of {len(ENV_KEY)} characters"
+    assert app.hub.connections["login"].process.pid != login_pid
+
+
+async def test_a_save_the_environment_overrides_keeps_the_agent_running(api, app, make_notebook, monkeypatch):
+    """The server's environment wins over the panel's key: saving one changes nothing the agent runs with, so its
+    process and conversation are left alone, and the answer says nothing restarted."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    s = await api.open(make_notebook("nb.ipynb"), "builtin")
+    turn = await api.prompt(s["id"], "hello")
+    await api.wait_turn_end(s["id"], turn, timeout=60)
+    pid = app.hub.connections["builtin"].process.pid
+    answer = await api.call("POST", "agents", "builtin", "settings", body={"key_env": "OPENAI_API_KEY", "key": KEY})
+    assert answer["changed"] == ["OPENAI_API_KEY"]
+    assert "nothing restarted" in answer["notice"] and "the environment wins" in answer["notice"], answer["notice"]
+    assert app.hub.connections["builtin"].alive and app.hub.connections["builtin"].process.pid == pid
+    assert not any(e.get("phase") == "agent_reconfigured" for e in await api.events(s["id"]))
+
+
+async def test_a_save_naming_a_well_known_key_variable_does_not_wait_for_litellms_catalog(api, app, monkeypatch):
+    """The first-run form's Save waited 10-20 s for litellm's catalog (imported in a subprocess) to check the key's
+    variable; a well-known provider's variable is checked at once, and every one of them is a variable the live
+    catalog knows (so the rule "only provider key variables litellm knows" holds as before)."""
+    from jupyter_acp.catalog import litellm_catalog
+
+    live = litellm_catalog.key_vars(await litellm_catalog.catalog())
+    assert live, "litellm's catalog was not read: the well-known variables cannot be checked against it"
+    assert litellm_catalog.WELL_KNOWN_KEYS <= live, sorted(litellm_catalog.WELL_KNOWN_KEYS - live)
+
+    async def not_read(*args, **kwargs):
+        raise AssertionError("the Save waited for litellm's catalog")
+
+    monkeypatch.setattr(litellm_catalog, "_cache", None)  # as on a server's first Save
+    monkeypatch.setattr(litellm_catalog, "catalog", not_read)
+    started = time.monotonic()
+    answer = await api.call("POST", "agents", "builtin", "settings", body={"key_env": "ANTHROPIC_API_KEY", "key": KEY})
+    assert answer["settings"]["ANTHROPIC_API_KEY"] == "set" and time.monotonic() - started < 5
 
 
 async def test_the_environment_wins(api, app, fake_model, monkeypatch):

@@ -249,15 +249,26 @@ class AgentConnection:
         if process is not None:
             await process.stop()
 
-    async def reconfigure(self, env: dict[str, str]) -> None:
-        """New settings (a model, a key): stop the process; the next ``ensure_started`` runs it with ``env``."""
+    def runs_with(self, env: dict[str, str]) -> bool:
+        """Whether this agent's process runs (or starts) with exactly ``env``: no restart would change anything."""
+        return env == self._env
+
+    async def reconfigure(self, env: dict[str, str]) -> bool:
+        """New settings (a model, a key): the next ``ensure_started`` runs the agent with ``env``.  A running process
+        is stopped only when ``env`` differs from the one it runs with (a process keeps the environment it started
+        with); one not running (never started, stopped, exited) simply takes ``env`` at its next start.  True when a
+        running process was stopped."""
         async with self._lock:
+            running = self.process is not None and self.state in ("starting", "ready", "needs_login")
+            if env == self._env and running:
+                return False  # its environment is already this one (e.g. the server's environment wins)
             self._env = env
             if self.process is not None or self.rpc is not None:
                 self.state = "stopped"
                 await self._teardown()
                 if self._watch:
                     self._watch.cancel()
+            return running
 
     async def authenticate(self, method_id: str, *, timeout: float = 300.0) -> None:
         """Run one of the agent's own (``agent``-type) login methods; the agent is ready for sessions after it."""

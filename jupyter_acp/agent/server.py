@@ -204,6 +204,7 @@ class BuiltinAgent(SessionSetup):
         if not isinstance(value, str) or value not in self.model_options(sess.model):
             raise invalid("unknown model")
         sess.model = value
+        sess.model_picked = True
         self._save_meta(sess)
         return {"configOptions": self.config_options(sess)}
 

@@ -155,11 +155,15 @@ class SessionSetup:
             if old is not None:
                 await self._discard(old)
             mode = meta.get("mode") if meta.get("mode") in MODE_IDS else self.args.mode
+            # a model picked for this conversation stays; otherwise the agent's own (its settings may have changed
+            # since: the panel's model form restarts the agent with the new one)
+            picked = bool(meta.get("model_picked")) and bool(meta.get("model"))
             sess = Session(
                 id=sid,
                 cwd=cwd,
                 mode=cast(str, mode),
-                model=str(meta.get("model") or self.args.model),
+                model=str(meta["model"]) if picked else self.args.model,
+                model_picked=picked,
                 messages=messages,
                 cost=float(meta.get("cost") or 0) if isinstance(meta.get("cost"), (int, float)) else 0.0,
             )

@@ -40,6 +40,9 @@ class Session:
     cwd: str
     mode: str = "ask"
     model: str = ""
+    #: the model was picked for this conversation (``session/set_config_option``): it keeps it when re-opened;
+    #: otherwise it follows the agent's configured model (changed from the panel, the agent restarted)
+    model_picked: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)
     tools: dict[str, Tool] = field(default_factory=dict)
     mcp: list[McpConnection] = field(default_factory=list)
@@ -49,7 +52,13 @@ class Session:
     turn_task: asyncio.Task[Any] | None = None
 
     def meta(self) -> dict[str, Any]:
-        return {"cwd": self.cwd, "mode": self.mode, "model": self.model, "cost": self.cost}
+        return {
+            "cwd": self.cwd,
+            "mode": self.mode,
+            "model": self.model,
+            "model_picked": self.model_picked,
+            "cost": self.cost,
+        }
 
 
 class LitellmLoader:

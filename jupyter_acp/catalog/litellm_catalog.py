@@ -21,6 +21,29 @@ SKIP = {"github_copilot", "chatgpt"}
 #: most models suggested per provider
 PER_PROVIDER = 200
 
+#: key variables of the providers most users pick, all of which litellm has long known (``tests/test_agent_setup.py``
+#: checks each against the live catalog): a Save naming one is checked at once, without waiting for the catalog's
+#: first read (litellm's import in a subprocess: 10-20 s on a busy machine, which the first-run form's Save waited
+#: for); any other variable is checked against the catalog itself
+WELL_KNOWN_KEYS = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "AZURE_API_KEY",
+        "CEREBRAS_API_KEY",
+        "DEEPINFRA_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "FIREWORKS_AI_API_KEY",
+        "GEMINI_API_KEY",
+        "GROQ_API_KEY",
+        "HUGGINGFACE_API_KEY",
+        "MISTRAL_API_KEY",
+        "OPENAI_API_KEY",
+        "PERPLEXITYAI_API_KEY",
+        "TOGETHERAI_API_KEY",
+        "XAI_API_KEY",
+    }
+)
+
 _cache: dict[str, Any] | None = None
 _lock: asyncio.Lock | None = None
 _lock_loop: asyncio.AbstractEventLoop | None = None
@@ -109,6 +132,16 @@ async def catalog(timeout: float = 120.0) -> dict[str, Any]:
             return {"provider_keys": {}, "models": {}, "error": "litellm's model list could not be read"}
         _cache = data
         return data
+
+
+async def knows_key_var(name: str) -> tuple[bool, list[str]]:
+    """Whether litellm knows ``name`` as a provider key variable, and (when it does not) the variables it knows, for
+    the refusal.  A well-known provider's variable, or one of a catalog already read, is answered without waiting;
+    any other waits for the catalog (its first read imports litellm)."""
+    if name in WELL_KNOWN_KEYS or (_cache is not None and name in key_vars(_cache)):
+        return True, []
+    known = key_vars(await catalog())
+    return name in known, sorted(known | WELL_KNOWN_KEYS)
 
 
 def key_vars(cat: dict[str, Any]) -> set[str]:

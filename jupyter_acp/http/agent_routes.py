@@ -2,7 +2,8 @@
 
 ``GET  /jupyter-acp/agents/NAME/settings``      what is set (never a key's value: set / from environment / ...)
 ``POST /jupyter-acp/agents/NAME/settings``      {model?, api_base?, key_env?, key?, env?}: kept server-side (0600)
-                                                for this agent only; the agent restarts (only it)
+                                                for this agent only; it restarts only if it runs with other
+                                                settings (``notice`` says what restarted)
 ``GET  /jupyter-acp/agents/NAME/models``        model suggestions from litellm (providers whose keys are present)
 ``POST /jupyter-acp/agents/NAME/authenticate``  {methodId}: the agent's own login (ACP ``authenticate``)
 ``POST /jupyter-acp/agents/NAME/logout``        the agent's own logout (ACP ``logout``, where it offers it)
@@ -43,6 +44,7 @@ from .base import AuthenticateBody, BaseHandler, EnableBody, SettingsBody, actin
 
 if TYPE_CHECKING:  # pydantic stays off the server's start
     from ..catalog.agents import AgentSpec
+    from ..sessions.connections.agent_sessions import Restarted
 
 #: an agent's name in a route
 NAME = r"(?P<name>[A-Za-z0-9_.-]{1,64})"
@@ -68,6 +70,26 @@ def terminal_command(argv: list[str], method: dict[str, Any]) -> str:
     from ..sessions.terminals import login_terminal  # the tools' modules with it: off the server's start
 
     return login_terminal.command_line(argv, method)
+
+
+def restart_notice(name: str, done: Restarted) -> str:
+    """What a Save says it restarted: the agent and how many conversations, or that nothing needed to."""
+    if not done.process:
+        return (
+            f"settings of agent {name!r} saved; it was not running with other ones, so nothing restarted: they apply "
+            "from its next prompt"
+        )
+    n = done.conversations
+    if done.waiting:
+        turns = f"{done.waiting} running turn{'s' if done.waiting != 1 else ''}"
+        said = f"agent {name!r} restarts with its new settings when its {turns} end{'s' if done.waiting == 1 else ''}"
+        return said + (f"; {n} open conversation{'s' if n != 1 else ''} then re-open with the next prompt" if n else "")
+    said = f"agent {name!r} restarted with its new settings"
+    if n:
+        said += f"; {n} open conversation{'s' if n != 1 else ''} re-open{'s' if n == 1 else ''} with the next prompt"
+    if done.turns:
+        said += f" ({done.turns} running turn{'s' if done.turns != 1 else ''} ended)"
+    return said
 
 
 class AgentHandler(BaseHandler):
@@ -189,12 +211,12 @@ class SettingsHandler(AgentHandler):
         if body.key is not None or body.key_env is not None:
             if not body.key_env:
                 raise web.HTTPError(400, "a key needs key_env: the provider's variable, e.g. OPENAI_API_KEY")
-            known = litellm_catalog.key_vars(await litellm_catalog.catalog())
-            if body.key_env not in known:
+            known, some = await litellm_catalog.knows_key_var(body.key_env)
+            if not known:
                 raise web.HTTPError(
                     400,
                     f"key_env {body.key_env!r} is not a provider key variable litellm knows (rule: only those are "
-                    f"kept, e.g. {', '.join(sorted(known)[:4]) or 'OPENAI_API_KEY'}); set others in the server's "
+                    f"kept, e.g. {', '.join(some[:4]) or 'OPENAI_API_KEY'}); set others in the server's "
                     "environment or in the agent's configured env",
                 )
             changes[body.key_env] = body.key or None
@@ -217,10 +239,10 @@ class SettingsHandler(AgentHandler):
             raise web.HTTPError(400, str(exc)) from None
         notice = ""
         if changed:
-            await self.hub.restart_agent(
+            done = await self.hub.restart_agent(
                 name, f"{', '.join(sorted(changed))} changed from the panel", actor=acting(self)
             )
-            notice = f"agent {name!r} restarted with its new settings; its conversations re-open with the next prompt"
+            notice = restart_notice(name, done)
         if shadowed:
             notice += (" " if notice else "") + (
                 f"{', '.join(sorted(shadowed))} set in the server's environment or the agent's configuration "

@@ -25,7 +25,7 @@ from ..protocol.actor import Actor
 from ..protocol.paths import PathError, notebook_api_path
 from ..tools import ToolContext, ToolSurface
 from ..tools.files import FileRules
-from .connections.agent_sessions import AgentSessions
+from .connections.agent_sessions import AgentSessions, Restarted
 from .connections.current_agent import CurrentAgents
 from .connections.follow import ToolListFollower
 from .connections.turns import Turns
@@ -343,8 +343,8 @@ class SessionHub:
     async def warm_up(self, session: NotebookSession, trace: dict[str, str] | None = None) -> None:
         await self.agent_sessions.warm_up(session, trace)
 
-    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> None:
-        await self.agent_sessions.restart_agent(agent, why, actor)
+    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> Restarted:
+        return await self.agent_sessions.restart_agent(agent, why, actor)
 
     def session_for_acp(self, conn: AgentConnection, acp_session_id: Any) -> NotebookSession | None:
         return self.agent_sessions.session_for_acp(conn, acp_session_id)

@@ -99,6 +99,8 @@ def test_the_first_prompt_waits_for_the_model_form_and_goes_when_it_is_saved(ui,
         saving = card.get_by_role("button", name="Saving…")
         if saving.count():
             expect(card.get_by_label("Model", exact=True)).to_have_value("openai/fake")
+        # the Save says what it restarted: the built-in agent, started with no model when the notebook picked it
+        expect(ui.panel.get_by_text("'builtin' restarted with its new settings")).to_be_visible(timeout=LONG)
         # Save sent the prompt: the model answers it, once, and nobody was told that no model is configured
         answer = ui.panel.locator(".jp-ACP-message").last
         expect(answer).to_contain_text("You said: hello first run", timeout=LONG)

@@ -8,10 +8,11 @@ hub), and never imports the hub.  The hub keeps its public names for the routes 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ...acp.connection import AgentConnection, AgentError, AgentNeedsLogin
 from ...channels import MCP_HTTP, MCP_STDIO, choose_channels, stdio_shim_entry
@@ -30,6 +31,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import HubSettings
 
 log = logging.getLogger(__name__)
+
+
+class Restarted(NamedTuple):
+    """What a change of an agent's settings restarted: its process, and how many of its conversations (open on that
+    process, re-opening with their next prompt) and running turns (ended) it touched."""
+
+    process: bool
+    conversations: int
+    turns: int
+    #: running turns the restart waits for (it happens when they have ended; 0: it happened now, or not at all)
+    waiting: int = 0
 
 
 class AgentSessionHub(ClientHub, Protocol):
@@ -52,6 +64,8 @@ class AgentSessionHub(ClientHub, Protocol):
 
     def cancel_pending_permissions(self, session: NotebookSession) -> None: ...
 
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+
 
 class AgentSessions:
     """The agents' connections and each notebook session's agent session (the hub holds one)."""
@@ -60,6 +74,8 @@ class AgentSessions:
         self.hub = hub
         #: each connection's handler of the agent's requests, on the hub (a factory the connection calls per start)
         self._endpoint: Callable[[AgentConnection], ClientEndpoint] = lambda c: ClientEndpoint(hub, c)
+        #: an agent's restart waiting for the turns that ran when its settings changed, and those turns' tasks
+        self._pending: dict[str, tuple[asyncio.Task[None], set[asyncio.Task[None]]]] = {}
 
     def connection(self, agent: str) -> AgentConnection:
         conn = self.hub.connections.get(agent)
@@ -81,17 +97,49 @@ class AgentSessions:
             self.hub.connections[agent] = conn
         return conn
 
-    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> None:
-        """This agent's settings changed: stop its process (only this agent's), take its new environment; its
-        sessions re-open (resumed, loaded or re-seeded) on their next prompt, and each is told so (and by whom:
-        ``actor``, the person who changed them)."""
+    async def restart_agent(self, agent: str, why: str, actor: Actor | None = None) -> Restarted:
+        """This agent's settings changed: restart only what must take them.  Its process restarts (only this agent's)
+        when it runs with another environment than the new one; an agent not running takes its new environment at
+        its next start, and one whose environment did not change (the server's environment wins) keeps running.
+        A turn running meanwhile is not cut: the restart waits for the turns running now to end, and a prompt sent
+        in the meantime waits for the restart (it goes with the new settings).  The conversations open on the
+        stopped process re-open (resumed, loaded or re-seeded) on their next prompt, lazily, and each is told so (and
+        by whom: ``actor``, the person who changed them); the others are not touched."""
         conn = self.hub.connections.get(agent)
         if conn is None:
-            return  # never started: the next start takes the new environment
-        running = [s for s in self.hub._sessions_of(agent) if s.turn is not None]
-        await conn.reconfigure(self.hub.app.agent_env(self.hub.specs()[agent]))
+            return Restarted(False, 0, 0)  # never started: the next start takes the new environment
+        open_ = [s for s in self.hub._sessions_of(agent) if s.acp_generation == conn.generation]
+        pending = self._pending.get(agent)
+        if pending is not None and not pending[0].done():
+            return Restarted(True, len(open_), 0, len(pending[1]))  # it reads the newest settings when it runs
+        env = self.hub.app.agent_env(self.hub.specs()[agent])
+        running = {s.turn.task for s in self.hub._sessions_of(agent) if s.turn is not None and s.turn.task}
+        if running and conn.alive and not conn.runs_with(env):
+            task = self.hub.spawn(self._restart_after(agent, running, why, actor))
+            self._pending[agent] = (task, running)
+            return Restarted(True, len(open_), 0, len(running))
+        return await self._restart_now(agent, why, actor)
+
+    async def _restart_after(self, agent: str, turns: set[asyncio.Task[None]], why: str, actor: Actor | None) -> None:
+        """The restart of an agent whose settings changed while turns ran: once those turns have ended."""
+        try:
+            await asyncio.wait(turns)
+            await self._restart_now(agent, why, actor, waited=True)
+        finally:
+            if self._pending.get(agent, (None,))[0] is asyncio.current_task():
+                del self._pending[agent]
+
+    async def _restart_now(self, agent: str, why: str, actor: Actor | None, *, waited: bool = False) -> Restarted:
+        conn = self.hub.connections[agent]
+        generation = conn.generation
+        open_ = [s for s in self.hub._sessions_of(agent) if s.acp_generation == generation]
+        # turns running now are cut by the restart; after a wait, those still "running" wait for it (not cut)
+        running = [] if waited else [s for s in self.hub._sessions_of(agent) if s.turn is not None]
+        if not await conn.reconfigure(self.hub.app.agent_env(self.hub.specs()[agent])):
+            return Restarted(False, 0, 0)
         self._on_agent_exit(conn)
-        for session in self.hub._sessions_of(agent):
+        told = [s for s in self.hub._sessions_of(agent) if s in open_ or s in running]
+        for session in told:
             cut = " (the turn that was running ended)" if session in running else ""
             self.hub.emit(
                 session,
@@ -101,6 +149,25 @@ class AgentSessions:
                 phase="agent_reconfigured",
                 **({"actor": actor} if actor else {}),
             )
+        return Restarted(True, len(told), len(running))
+
+    async def _after_pending_restart(self, session: NotebookSession) -> None:
+        """A prompt (or a warm-up) sent while the agent's restart waits for earlier turns: it waits for the restart,
+        so that it goes with the new settings, and its conversation says what it waits for (a turn may wait long, on
+        a permission card).  The turns the restart waits for go on (they would wait forever)."""
+        pending = self._pending.get(session.agent)
+        if pending is None or pending[0].done() or asyncio.current_task() in pending[1]:
+            return
+        if session.turn is not None:
+            self.hub.emit(
+                session,
+                "notice",
+                level="info",
+                text=f"agent {session.agent!r} restarts with its new settings once the turns it is running end; "
+                "this prompt goes then",
+                phase="agent_restart_waits",
+            )
+        await asyncio.shield(pending[0])
 
     def _client_capabilities(self, conn: AgentConnection) -> dict[str, Any]:
         caps: dict[str, Any] = {
@@ -155,6 +222,7 @@ class AgentSessions:
     async def ensure_acp_session(self, session: NotebookSession, *, trace: dict[str, str] | None = None) -> None:
         """Start the agent if needed and open, load, resume or re-create the ACP session (``trace``: the W3C trace
         context of the request this happens for, forwarded as the params' ``_meta``)."""
+        await self._after_pending_restart(session)
         conn = self.connection(session.agent)
         if session.acp_generation == conn.generation and conn.alive:
             return
