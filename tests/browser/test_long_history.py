@@ -117,8 +117,9 @@ def test_a_long_conversation_opens_at_its_end_and_scrolls_back_to_its_start_in_o
         if earlier.is_visible():
             assert log.evaluate("n => n.scrollTop") > 0, "the reading position jumped to the top"
     expect(earlier).to_be_hidden()
-    # the whole conversation, once, in order
-    prompts = panel.locator(".jp-ACP-user").all_inner_texts()
+    # the whole conversation, once, in order (their text: an item scrolled out of view is not laid out, and the
+    # browser gives no rendered text, innerText, for it)
+    prompts = panel.locator(".jp-ACP-user").all_text_contents()
     assert [int(re.sub(r"\D", "", p)) for p in prompts] == list(range(TURNS))
     # answers drawn for the first time render a few a frame: every one is there once they all have
     ui.page.wait_for_function(
@@ -126,7 +127,7 @@ def test_a_long_conversation_opens_at_its_end_and_scrolls_back_to_its_start_in_o
         arg=panel.element_handle(),
         timeout=LONG,
     )
-    answers = panel.locator(".jp-ACP-message").all_inner_texts()
+    answers = panel.locator(".jp-ACP-message").all_text_contents()
     assert [int(re.search(r"Done with turn (\d+)", a).group(1)) for a in answers] == list(range(TURNS))
 
 
