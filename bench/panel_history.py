@@ -263,9 +263,7 @@ def attribute(events: list[dict[str, Any]], over: float = 50.0) -> list[dict[str
     handlers for a few percent of its samples (2 to 8% in the one-turn floor's tasks).
     """
     names = {
-        (e["pid"], e["tid"]): e["args"]["name"]
-        for e in events
-        if e.get("ph") == "M" and e.get("name") == "thread_name"
+        (e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
     }
     mark = next((e for e in events if e.get("name") == "acp-open"), None)
     if mark is None:

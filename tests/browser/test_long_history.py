@@ -40,7 +40,13 @@ def answer(i: int) -> str:
 
 
 def seed(
-    store_path: Path, root: Path, notebook: str, agent: str, turns: int, acp_session_id: str | None = None, long_prompts: bool = False
+    store_path: Path,
+    root: Path,
+    notebook: str,
+    agent: str,
+    turns: int,
+    acp_session_id: str | None = None,
+    long_prompts: bool = False,
 ) -> None:
     """``acp_session_id``: the agent's session the record names (the echo agent cannot reload one: opening the
     notebook then says so in a notice, after the replay). ``long_prompts``: each prompt is the answer's markdown (as
@@ -76,7 +82,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[A
     store = base / "store" / "transcripts.sqlite"
     store.parent.mkdir()
     seed(store, (base / "root").resolve(), "long.ipynb", "echo", TURNS)
-    seed(store, (base / "root").resolve(), "late.ipynb", "echo", LATE_TURNS, acp_session_id="s_seeded", long_prompts=True)
+    seed(
+        store, (base / "root").resolve(), "late.ipynb", "echo", LATE_TURNS, acp_session_id="s_seeded", long_prompts=True
+    )
     echo = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.agents", "echo_prompt"], "title": "Echo"}
     with run_lab(base, {"default_agent": "echo", "agents": {"echo": echo}}, store=str(store)) as lab:
         yield lab

@@ -7,13 +7,15 @@ const tick = () => new Promise(resolve => setTimeout(resolve, 5));
 
 test('queued renders: the latest runs once the drawing returns, the others later, nearest the end first', async () => {
   const ran: string[] = [];
-  const job = (name: string, cost = 0) => async () => {
-    const until = performance.now() + cost;
-    while (performance.now() < until) {
-      // a render's cost
-    }
-    ran.push(name);
-  };
+  const job =
+    (name: string, cost = 0) =>
+    async () => {
+      const until = performance.now() + cost;
+      while (performance.now() < until) {
+        // a render's cost
+      }
+      ran.push(name);
+    };
   // an open draws the oldest of the latest items first: each is queued in the log's order
   for (const name of ['a', 'b', 'c', 'd']) {
     later(job(name, 3));

@@ -74,9 +74,8 @@ interface IDeadline {
 /** The page's next idle period (without requestIdleCallback: the next task, with 8 ms to spend). */
 function idle(): Promise<IDeadline> {
   return new Promise(resolve => {
-    const ric = (
-      globalThis as { requestIdleCallback?: (cb: (d: IDeadline) => void, o: { timeout: number }) => number }
-    ).requestIdleCallback;
+    const ric = (globalThis as { requestIdleCallback?: (cb: (d: IDeadline) => void, o: { timeout: number }) => number })
+      .requestIdleCallback;
     if (ric) {
       ric(resolve, { timeout: IDLE_TIMEOUT_MS });
     } else {
