@@ -695,6 +695,11 @@ export class AgentPanel extends Widget {
       let entry = view.nodes.get(item.id);
       if (!entry) {
         entry = { node: el('div'), version: -1 };
+        // an item off screen is neither laid out nor painted (its last size kept): scrolled up to its start, a long
+        // conversation holds thousands of elements, and each scroll frame painted them all (bench/panel_history.py,
+        // traced: paint and pre-paint most of the 300-turn scroll's frames over 20 ms)
+        entry.node.style.setProperty('content-visibility', 'auto');
+        entry.node.style.setProperty('contain-intrinsic-size', 'auto 120px');
         entry.node.dataset.kind = item.kind;
         entry.node.dataset.turn = item.turnId ?? '';
         view.nodes.set(item.id, entry);
@@ -720,7 +725,10 @@ export class AgentPanel extends Widget {
     this._renderEarlier(view);
     view.hint.hidden = view.model.items.some(i => i.kind === 'user' || i.kind === 'message');
     // screen readers announce the answer once, when it is complete, not every streamed word
-    view.log.setAttribute('aria-busy', String(!!view.model.runningTurn && !view.model.pendingPermissions().length));
+    const busy = String(!!view.model.runningTurn && !view.model.pendingPermissions().length);
+    if (view.log.getAttribute('aria-busy') !== busy) {
+      view.log.setAttribute('aria-busy', busy); // set each frame, it restyled the log each frame
+    }
     this._renderChrome();
     if (stick) {
       view.log.scrollTop = view.log.scrollHeight;
@@ -790,6 +798,12 @@ export class AgentPanel extends Widget {
   private _renderEarlier(view: SessionView): void {
     const box = view.earlier;
     const more = view.hiddenAbove > 0 || view.model.olderBefore !== null;
+    // drawn again only when what it says changes: rebuilt each frame, it laid the log out again from its top
+    const state = `${more}:${view.loadingOlder}:${view.olderError}`;
+    if (box.dataset.state === state) {
+      return;
+    }
+    box.dataset.state = state;
     box.hidden = !more && !view.olderError;
     box.textContent = '';
     if (box.hidden) {

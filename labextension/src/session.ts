@@ -82,14 +82,38 @@ export class SessionView {
     this.log.setAttribute('role', 'log');
     this.log.setAttribute('aria-live', 'polite');
     this.log.setAttribute('aria-label', 'Conversation with the agent');
+    // The reader's own hand on the log (wheel, touch, keys, the scrollbar): a scroll up meanwhile is theirs.
+    let handUntil = 0;
+    let holding = false;
+    const hand = () => (handUntil = performance.now() + 400);
+    for (const type of ['wheel', 'touchmove', 'keydown']) {
+      this.log.addEventListener(type, hand, { passive: true });
+    }
+    this.log.addEventListener('pointerdown', () => ((holding = true), hand()), { passive: true });
+    window.addEventListener('pointerup', () => holding && ((holding = false), hand()), { passive: true });
     let lastTop = 0;
+    let lastHeight = 0;
     this.log.addEventListener('scroll', () => {
-      // Only a scroll up lets go of the end. A scroll event comes a frame after the scroll: content that grew
-      // since our own scroll to the end (an answer's markdown rendered late) must not read as the reader leaving it.
+      // Only the reader moving up lets go of the end. A scroll event comes a frame after the scroll, and the page
+      // changes meanwhile: an answer's markdown rendered late or a notice arriving during the open grows the log
+      // below (the end moves away, no scroll up), items dropped above shrink it (the browser's scroll anchoring
+      // scrolls up by as much), both in one frame when a long history's replay lands (bench/panel_history.py: a
+      // 300-turn open sat 619 px above its end, its last answer off screen). A scroll up lets go of the end when
+      // the reader's hand is on the log, or when nothing in the log changed height since the last event (a script
+      // scrolling, as the tests and the bench do); otherwise the end is still what is followed: back to it.
       const top = this.log.scrollTop;
-      const near = this.log.scrollHeight - top - this.log.clientHeight < 48;
-      this.stick = top < lastTop ? near : this.stick || near;
-      lastTop = top;
+      const height = this.log.scrollHeight;
+      const near = height - top - this.log.clientHeight < 48;
+      const theirs = holding || performance.now() < handUntil || height === lastHeight;
+      if (near) {
+        this.stick = true;
+      } else if (top < lastTop && theirs) {
+        this.stick = false;
+      } else if (this.stick && !this.anchor) {
+        this.log.scrollTop = height;
+      }
+      lastTop = this.log.scrollTop;
+      lastHeight = height;
       if (this.log.scrollTop < 80 && this.hiddenAbove === 0 && this.model.olderBefore !== null) {
         void this.loadOlder(onChange);
       }

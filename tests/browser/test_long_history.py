@@ -24,6 +24,12 @@ expect = pytest.importorskip("playwright.sync_api").expect
 
 LONG = 60_000
 TURNS = 150
+#: a history whose replay lands in more than one socket frame while JupyterLab opens the notebook, the agent's notice
+#: that it could not reload the seeded conversation arriving after it: the log grows below after the panel scrolled to
+#: its end, and items above leave the drawn window (the browser's scroll anchoring scrolls up by as much). Run on
+#: builds of earlier commits: before 7a2d9b7 the log sat 125,022 px above its end; at 7a2d9b7 529 px in one run of
+#: two (bench/panel_history.py's 300-turn open: 619 px, every time); 320 turns did not show either.
+LATE_TURNS = 600
 
 
 def answer(i: int) -> str:
@@ -33,11 +39,24 @@ def answer(i: int) -> str:
     )
 
 
-def seed(store_path: Path, root: Path, notebook: str, agent: str, turns: int) -> None:
+def seed(
+    store_path: Path,
+    root: Path,
+    notebook: str,
+    agent: str,
+    turns: int,
+    acp_session_id: str | None = None,
+    long_prompts: bool = False,
+) -> None:
+    """``acp_session_id``: the agent's session the record names (the echo agent cannot reload one: opening the
+    notebook then says so in a notice, after the replay). ``long_prompts``: each prompt is the answer's markdown (as
+    the echo agent's users send), drawn as text: tall prompts."""
     store = TranscriptStore(str(store_path))
     store.open()
     sid = uuid.uuid4().hex
-    store.save_session(SessionRecord(id=sid, notebook=notebook, agent=agent, cwd=str(root), root=str(root)))
+    record = SessionRecord(id=sid, notebook=notebook, agent=agent, cwd=str(root), root=str(root))
+    record.acp_session_id = acp_session_id
+    store.save_session(record)
     events: list[dict[str, Any]] = [
         {"seq": 1, "type": "session_ready", "ts": 1.0, "acp_session_id": "s_seeded", "how": "new"}
     ]
@@ -46,7 +65,7 @@ def seed(store_path: Path, root: Path, notebook: str, agent: str, turns: int) ->
         seq = len(events)
         text = answer(i)
         events += [
-            {"seq": seq + 1, "type": "turn_started", "ts": 2.0 + i, "turn_id": tid, "prompt": [{"type": "text", "text": f"question {i}"}]},
+            {"seq": seq + 1, "type": "turn_started", "ts": 2.0 + i, "turn_id": tid, "prompt": [{"type": "text", "text": text if long_prompts else f"question {i}"}]},
             {"seq": seq + 2, "type": "session_update", "ts": 2.1 + i, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
             {"seq": seq + 3, "type": "turn_ended", "ts": 2.2 + i, "turn_id": tid, "stop_reason": "end_turn"},
         ]  # fmt: skip
@@ -63,6 +82,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, fake_model: Any) -> Iterator[A
     store = base / "store" / "transcripts.sqlite"
     store.parent.mkdir()
     seed(store, (base / "root").resolve(), "long.ipynb", "echo", TURNS)
+    seed(
+        store, (base / "root").resolve(), "late.ipynb", "echo", LATE_TURNS, acp_session_id="s_seeded", long_prompts=True
+    )
     echo = {"command": sys.executable, "args": ["-m", "jupyter_acp.testing.agents", "echo_prompt"], "title": "Echo"}
     with run_lab(base, {"default_agent": "echo", "agents": {"echo": echo}}, store=str(store)) as lab:
         yield lab
@@ -103,8 +125,9 @@ def test_a_long_conversation_opens_at_its_end_and_scrolls_back_to_its_start_in_o
         if earlier.is_visible():
             assert log.evaluate("n => n.scrollTop") > 0, "the reading position jumped to the top"
     expect(earlier).to_be_hidden()
-    # the whole conversation, once, in order
-    prompts = panel.locator(".jp-ACP-user").all_inner_texts()
+    # the whole conversation, once, in order (their text: an item scrolled out of view is not laid out, and the
+    # browser gives no rendered text, innerText, for it)
+    prompts = panel.locator(".jp-ACP-user").all_text_contents()
     assert [int(re.sub(r"\D", "", p)) for p in prompts] == list(range(TURNS))
     # answers drawn for the first time render a few a frame: every one is there once they all have
     ui.page.wait_for_function(
@@ -112,5 +135,32 @@ def test_a_long_conversation_opens_at_its_end_and_scrolls_back_to_its_start_in_o
         arg=panel.element_handle(),
         timeout=LONG,
     )
-    answers = panel.locator(".jp-ACP-message").all_inner_texts()
+    answers = panel.locator(".jp-ACP-message").all_text_contents()
     assert [int(re.search(r"Done with turn (\d+)", a).group(1)) for a in answers] == list(range(TURNS))
+
+
+def test_a_long_conversation_opened_while_a_notice_arrives_ends_at_its_last_answer(ui):
+    nb = ui.lab.notebook("late.ipynb", ["x = 1"])
+    # as a user does: the lab is open with the sidebar shown, then the notebook is opened (JupyterLab's own work to
+    # open it runs while the history replays and its answers render)
+    ui.open_lab()
+    ui.show_panel()
+    ui.page.wait_for_timeout(1000)
+    ui.page.evaluate("path => window.jupyterapp.commands.execute('docmanager:open', {path})", nb)
+    panel = ui.panel
+    log = panel.locator(".jp-ACP-log")
+    # the notice of the open: the seeded agent session cannot be reloaded, a new one starts (it lands after the
+    # replay, below the answers)
+    expect(log).to_contain_text("could not reload the earlier conversation", timeout=LONG)
+    last = panel.locator(".jp-ACP-message").last
+    expect(last).to_contain_text(f"Done with turn {LATE_TURNS - 1}.", timeout=LONG)
+    expect(last.locator(".jp-ACP-code")).to_have_count(2)
+    ui.page.wait_for_timeout(1500)  # what the open left to draw (late markdown, the replay's last frame) is drawn
+    gap = log.evaluate("n => n.scrollHeight - n.scrollTop - n.clientHeight")
+    assert gap < 48, f"the log sits {gap} px above its end after the open"
+    expect(last).to_be_in_viewport()
+    # and it still follows the end: a prompt's answer shows without the reader scrolling
+    ui.send("one more question")
+    expect(panel.locator(".jp-ACP-message").last).to_contain_text("one more question", timeout=LONG)
+    ui.page.wait_for_function("n => n.scrollHeight - n.scrollTop - n.clientHeight < 48", arg=log.element_handle())
+    ui.shot("late-notice-at-end", full=False)

@@ -5,6 +5,7 @@ import { addIcon, copyIcon, editIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { settledEnd } from '../blocks';
+import { later } from './later';
 import { button, el } from '../dom';
 import type { IAuditItem, ITextItem, IUserItem, Item } from '../model';
 import type { IEntry, SessionView } from '../session';
@@ -90,36 +91,49 @@ export function renderMessage(ctx: IRenderContext, view: SessionView, item: ITex
     renderStreaming(ctx, view, item, entry);
     return;
   }
+  let first = false;
   if (!entry.renderer) {
     n.className = 'jp-ACP-item jp-ACP-message';
     entry.renderer = ctx.rendermime.createRenderer('text/markdown');
     entry.renderer.addClass('jp-ACP-markdown');
     // before what the answer showed while it streamed: that goes when this is drawn
     Widget.attach(entry.renderer, n, streams.get(entry)?.box ?? null);
+    first = !streams.has(entry); // drawn for the first time, complete (history): it waits its turn (below)
   }
   if (entry.rendering) {
     entry.dirty = true; // one render in flight; render the latest text when it lands
     return;
   }
   entry.rendering = true;
-  const text = item.text;
   const renderer = entry.renderer;
-  renderer
-    .renderModel(new MimeModel({ data: { 'text/markdown': text }, trusted: false }))
-    .catch(() => {
-      renderer.node.textContent = text;
-    })
-    .then(() => {
-      endStreaming(entry); // first: the code buttons' tab stop is counted among the log's blocks (roveCodeButtons)
-      decorateCode(ctx, renderer.node);
-      entry.rendering = false;
-      if (entry.dirty) {
-        entry.dirty = false;
-        renderMessage(ctx, view, view.model.get(item.id) as ITextItem, entry);
-      } else {
-        keepPlace(ctx, view);
-      }
-    });
+  const render = (): Promise<void> => {
+    if (renderer.isDisposed) {
+      entry.rendering = false; // the item left the drawn window before its turn came
+      return Promise.resolve();
+    }
+    const text = (view.model.get(item.id) as ITextItem | undefined)?.text ?? item.text;
+    return renderer
+      .renderModel(new MimeModel({ data: { 'text/markdown': text }, trusted: false }))
+      .catch(() => {
+        renderer.node.textContent = text;
+      })
+      .then(() => {
+        endStreaming(entry); // first: the code buttons' tab stop is counted among the log's blocks (roveCodeButtons)
+        decorateCode(ctx, renderer.node);
+        entry.rendering = false;
+        if (entry.dirty) {
+          entry.dirty = false;
+          renderMessage(ctx, view, view.model.get(item.id) as ITextItem, entry);
+        } else {
+          keepPlace(ctx, view);
+        }
+      });
+  };
+  if (first) {
+    later(render);
+  } else {
+    void render();
+  }
 }
 
 /**
