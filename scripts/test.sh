@@ -30,7 +30,7 @@ if [ "$fast" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 bash scripts/lint.sh
-# A failed test runs once more; one that then passes is named under "flaky" in the summary (tests/conftest.py): on a
+# A failed test runs once more; each first failure is named on a "run again:" line at the end (tests/conftest.py): on a
 # loaded 2-core machine a test can lose a race against its own precondition, and that is a test to fix, not a red
 # CI. A test that fails twice fails the run.
 set -- --reruns 1 --reruns-delay 2 "$@"

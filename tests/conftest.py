@@ -216,17 +216,37 @@ def pytest_collection_modifyitems(session, config, items):
     )
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Name every test that failed once and passed when run again (``scripts/test.sh`` runs each failure once more,
-    pytest-rerunfailures): CI stays green on a race the machine's load provoked, and the race is printed here, with
-    the first failure's reason, to be fixed, not forgotten."""
+def _rerun_lines(terminalreporter) -> list[str]:
     reruns = terminalreporter.stats.get("rerun", [])
-    if not reruns:
-        return
-    terminalreporter.section(f"flaky: {len(reruns)} failure(s) passed when run again; each is a race to fix")
+    failed = {r.nodeid for r in terminalreporter.stats.get("failed", [])}
+    lines = []
     for report in reruns:
         crash = getattr(report.longrepr, "reprcrash", None)
         reason = (
             crash.message.splitlines()[0][:300] if crash is not None and crash.message else str(report.longrepr)[-300:]
         )
-        terminalreporter.write_line(f"{report.nodeid} ({report.when}): {reason}")
+        then = "failed again" if report.nodeid in failed else "passed when run again"
+        lines.append(f"{report.nodeid} ({report.when}, {then}): {reason}")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Name every test that failed once and was run again (``scripts/test.sh`` runs each failure once more,
+    pytest-rerunfailures): CI stays green on a race the machine's load provoked, and the race is printed here, with
+    the first failure's reason, to be fixed, not forgotten. A test that failed twice is reported by pytest with its
+    second failure, which a first failure can cause (what it left behind); the first one is here."""
+    lines = _rerun_lines(terminalreporter)
+    if lines:
+        terminalreporter.section(f"run again: {len(lines)} failure(s); each is a race to fix")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config):
+    """The same lines once more after pytest's last line: where a CI that keeps only the head and the tail of the
+    output still shows them."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    for line in _rerun_lines(reporter):
+        reporter.write_line(f"run again: {line}")

@@ -66,8 +66,17 @@ class Lab:
         self.log = log
         self.config_dir = config_dir
         self.data_dir = data_dir
+        #: which run of the current test this is (scripts/test.sh runs a failed test once more; the ``ui`` fixture
+        #: sets it)
+        self.attempt = 1
 
     def notebook(self, name: str, cells: list[str] | None = None, ids: list[str] | None = None) -> str:
+        """Write a notebook into the server's root and return its path. A test run again gets its notebooks in a
+        folder of that run's own: the first run's conversation (bound to the same path) would otherwise be what the
+        second run opens."""
+        if self.attempt > 1:
+            name = f"rerun-{self.attempt}/{name}"
+            (self.root / name).parent.mkdir(parents=True, exist_ok=True)
         nb = nbformat.v4.new_notebook()
         # without a kernelspec a "Select Kernel" dialog blocks the page
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -385,6 +394,7 @@ def ui(browser: Browser, lab: Lab, request: pytest.FixtureRequest) -> Iterator[U
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
     u = Ui(page, lab, request.node.name.removeprefix("test_"))
+    lab.attempt = getattr(request.node, "execution_count", 1)  # pytest-rerunfailures counts the runs
     try:
         yield u
     except Exception:

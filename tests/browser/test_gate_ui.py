@@ -166,7 +166,9 @@ def test_long_history_comes_in_pages_when_scrolled_up(ui):
     messages = panel.locator(".jp-ACP-message")
     expect(messages).to_have_count(3)
     for turn in range(3):
-        paragraphs = messages.nth(turn).locator("p").all_inner_texts()
+        # text content, not innerText: an answer scrolled out of view is not drawn (content-visibility), and its
+        # innerText is empty
+        paragraphs = messages.nth(turn).locator("p").all_text_contents()
         assert paragraphs == [f"h{i}" for i in range(40 + turn)], (turn, paragraphs[:5], len(paragraphs))
 
 

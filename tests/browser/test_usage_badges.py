@@ -140,7 +140,7 @@ def test_work_in_other_notebooks(ui):
     card = panel.locator(".jp-ACP-permission:not(.jp-mod-resolved)")
     expect(card).to_be_visible(timeout=LONG)
     expect(ui.page.locator(".jp-NotebookPanel:visible")).to_have_count(1)
-    assert ui.page.evaluate("window.jupyterapp.shell.currentWidget.context.path") == "alpha.ipynb"
+    assert ui.page.evaluate("window.jupyterapp.shell.currentWidget.context.path") == a
     card.get_by_role("button", name="Reject").click()
     expect(panel.locator(".jp-ACP-message").last).to_contain_text("permission: reject", timeout=LONG)
 
