@@ -109,7 +109,13 @@ class StreamHandler(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, webs
             # from the start (what follows is that replay, then live)
             self._send(codec.dumps({"history_moved": True, **moved}))
             after = 0
-        replay, self._unsubscribe = self.hub.subscribe(self._session, after, self._deliver, current=self._current)
+        replay, self._unsubscribe = self.hub.subscribe(
+            self._session,
+            after,
+            self._deliver,
+            current=self._current,
+            page_bytes=self.extensionapp.stream_replay_bytes,
+        )
         pinned = [e for e in replay if e.get("pinned")]
         if pinned:  # older than the page but still mattering: a frame of their own, first
             self._send_frames(pinned, [encode(e) for e in pinned])

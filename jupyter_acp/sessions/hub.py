@@ -327,10 +327,16 @@ class SessionHub:
         return self.log.history_moved(session, after)
 
     def subscribe(
-        self, session: NotebookSession, after: int, sub: Subscriber, *, current: bool = False
+        self,
+        session: NotebookSession,
+        after: int,
+        sub: Subscriber,
+        *,
+        current: bool = False,
+        page_bytes: int | None = None,
     ) -> tuple[builtins.list[dict[str, Any]], Callable[[], None]]:
         """Replay from ``after``, then live (``EventLog.subscribe``)."""
-        return self.log.subscribe(session, after, sub, current=current)
+        return self.log.subscribe(session, after, sub, current=current, page_bytes=page_bytes)
 
     # -- the agent sessions (a service: connections/agent_sessions.py), by the names the routes and parts use ----
     def connection(self, agent: str) -> AgentConnection:

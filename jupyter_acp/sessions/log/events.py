@@ -381,19 +381,21 @@ class EventLog:
         *,
         before: int | None = None,
         current: bool = False,
+        max_bytes: int | None = None,
     ) -> list[dict[str, Any]]:
         """One page of events, oldest first: those with seq > after, or the newest with seq < before.
 
         ``current``: only the current conversation's (the panel shows it; earlier ones are in its history menu).
 
-        A page holds at most ``limit`` events (and ``JupyterACP.replay_page_events``) and about
-        ``JupyterACP.replay_page_bytes``, always at least one event when there is one: the stored ones
-        (read with LIMIT, never the whole history), then those still waiting in memory.
+        A page holds at most ``limit`` events (and ``JupyterACP.replay_page_events``) and about ``max_bytes``
+        (``JupyterACP.replay_page_bytes`` when not given), always at least one event when there is one: the stored
+        ones (read with LIMIT, never the whole history), then those still waiting in memory.
         """
         count = self.hub.app.replay_page_events
         if limit is not None:
             count = max(1, min(limit, count))
-        max_bytes = self.hub.app.replay_page_bytes
+        if max_bytes is None:
+            max_bytes = self.hub.app.replay_page_bytes
         self.seal(session)
         waiting = self._in_memory(session, current)
         if before is not None:
@@ -454,12 +456,19 @@ class EventLog:
         }
 
     def subscribe(
-        self, session: NotebookSession, after: int, sub: Subscriber, *, current: bool = False
+        self,
+        session: NotebookSession,
+        after: int,
+        sub: Subscriber,
+        *,
+        current: bool = False,
+        page_bytes: int | None = None,
     ) -> tuple[list[dict[str, Any]], Callable[[], None]]:
         """Replay from ``after``, then live; no gap and no duplicate (seq-filtered by the caller).
 
-        The replay is one page: when more than a page lies after ``after``, the latest page (the client
-        sees its first replayed seq past after + 1 and fetches older pages with ``events?before=``).
+        The replay is one page (of about ``page_bytes``, else ``JupyterACP.replay_page_bytes``): when more than a
+        page lies after ``after``, the latest page (the client sees its first replayed seq past after + 1 and
+        fetches older pages with ``events?before=``).
         Events that still matter though older than that page (a pending permission request, the running
         turn's ``turn_started``) come first, marked ``"pinned": true``.
 
@@ -469,9 +478,10 @@ class EventLog:
         comes next (the caller tells it the history moved, ``history_moved``).
         """
         after = min(after, session.seq)
-        replay = self.events(session, after, current=current)
+        replay = self.events(session, after, current=current, max_bytes=page_bytes)
         if replay and replay[-1]["seq"] < session.seq:  # more than a page: the latest one instead
-            replay = [e for e in self.events(session, before=session.seq + 1, current=current) if e["seq"] > after]
+            latest = self.events(session, before=session.seq + 1, current=current, max_bytes=page_bytes)
+            replay = [e for e in latest if e["seq"] > after]
             first = replay[0]["seq"] if replay else session.seq + 1
             pinned: list[dict[str, Any]] = []
             try:
