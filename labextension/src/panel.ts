@@ -695,11 +695,7 @@ export class AgentPanel extends Widget {
       let entry = view.nodes.get(item.id);
       if (!entry) {
         entry = { node: el('div'), version: -1 };
-        // an item off screen is neither laid out nor painted (its last size kept): scrolled up to its start, a long
-        // conversation holds thousands of elements, and each scroll frame painted them all (bench/panel_history.py,
-        // traced: paint and pre-paint most of the 300-turn scroll's frames over 20 ms)
-        entry.node.style.setProperty('content-visibility', 'auto');
-        entry.node.style.setProperty('contain-intrinsic-size', 'auto 120px');
+        // its kind also gives it style/base.css's `content-visibility: auto` (drawn only when on screen)
         entry.node.dataset.kind = item.kind;
         entry.node.dataset.turn = item.turnId ?? '';
         view.nodes.set(item.id, entry);
