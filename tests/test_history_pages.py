@@ -121,6 +121,24 @@ async def test_big_history_replays_in_pages(api, make_notebook, jp_serverapp, jp
     assert [e["seq"] for e in page] == [11]
 
 
+async def test_a_long_history_of_small_events_opens_with_its_latest_page_in_one_frame(
+    api, make_notebook, jp_serverapp, jp_ws_fetch
+):
+    """What opening a conversation sends is one frame: the panel draws it once, its last answer included."""
+    hub = _hub(jp_serverapp)
+    s = await api.open(make_notebook("nb.ipynb"), "echo")
+    session = hub.get(s["id"])
+    await fill(hub, session, n=3000, size=200)
+    last = session.seq
+    ws = await jp_ws_fetch("jupyter-acp", "sessions", s["id"], "stream", params={"after": "0"})
+    replay, sizes = await read_replay(ws, last)
+    ws.close()
+    seqs = [e["seq"] for e in replay]
+    assert seqs[0] > 1 and seqs[-1] == last and seqs == list(range(seqs[0], last + 1))
+    assert len(sizes) == 1, f"{len(replay)} events in frames of {sizes} bytes"
+    assert sizes[0] <= REPLAY + len(replay) + 2
+
+
 async def test_small_history_replays_whole(api, make_notebook, jp_ws_fetch):
     """The common case is unchanged: a reconnect with little history gets it all, in one frame."""
     s = await api.open(make_notebook("nb.ipynb"), "echo")

@@ -121,7 +121,10 @@ class StreamHandler(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, webs
             self._send_frames(pinned, [encode(e) for e in pinned])
             replay = replay[len(pinned) :]
         if replay:
-            self._send_frames(replay, [encode(e) for e in replay])
+            # one frame (the page's events and their commas): a second frame of the last few events made the panel
+            # draw twice and show the last answer a frame later (bench/panel_history.py)
+            page = max(FRAME_BYTES, self.extensionapp.stream_replay_bytes) + len(replay) + 2
+            self._send_frames(replay, [encode(e) for e in replay], page)
         self.start_rechecks("read")
 
     def rights_lost(self) -> None:
@@ -131,15 +134,16 @@ class StreamHandler(RecheckedRights, ExtensionHandlerMixin, JupyterHandler, webs
         """One frame per batch: a burst of 10,000 chunks costs a handful of frames, not 10,000."""
         self._send_frames(events, encoded)
 
-    def _send_frames(self, events: list[dict[str, Any]], encoded: list[str]) -> None:
-        """Events in frames of at most FRAME_BYTES (or one event), each event capped as the store keeps it."""
+    def _send_frames(self, events: list[dict[str, Any]], encoded: list[str], most: int = FRAME_BYTES) -> None:
+        """Events in frames of at most ``most`` characters (or one event), each event capped as the store keeps
+        it."""
         cap = self.extensionapp.max_event_bytes
         frame: list[str] = []
         size = 0
         for event, text in zip(events, encoded, strict=True):
             if cap > 0 and len(text) > cap // 4:
                 text = cap_event(event, text, cap)[1]
-            if frame and size + len(text) > FRAME_BYTES:
+            if frame and size + len(text) > most:
                 self._send("[" + ",".join(frame) + "]")
                 frame, size = [], 0
             frame.append(text)
