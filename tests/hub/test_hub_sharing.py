@@ -17,6 +17,7 @@ import pytest
 import websocket
 
 from jupyter_acp.protocol.transcript import message_text
+from tests.browser.axe import assert_accessible, set_theme
 
 from .conftest import FULL_SHARE, READ_SHARE, Person, descendants_of
 
@@ -185,6 +186,10 @@ def test_a_read_only_share_lets_bob_watch_but_not_act(hub, browser):
         assert turn.status_code == 202
         person.panel.get_by_text("alice again, live").first.wait_for(timeout=60_000)
         person.shot("01-watching")
+        # the reader's view (its greyed controls and their reasons included) passes axe, light and dark
+        assert_accessible(person.page, "reader view, light", min_contrast=5)
+        set_theme(person.page, dark=True)
+        assert_accessible(person.page, "reader view, dark", min_contrast=5)
     finally:
         person.close()
         hub.leave("alice-readers", "bob")
